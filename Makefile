@@ -1,0 +1,93 @@
+# onprem.gpu: one-command setup, the simulated rack and every test, from a fresh clone.
+# `make lab` starts the simulated rack and runs site.yml on it; `make test` proves everything.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+VENV := .venv
+PYTHON ?= python3
+BIN := $(CURDIR)/$(VENV)/bin
+BUILD := $(CURDIR)/.build
+COLLECTION_LINK := $(BUILD)/collections/ansible_collections/onprem/gpu
+LAB_INVENTORY := inventories/lab
+TIMINGS := $(BUILD)/timings.txt
+MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+
+export CONTAINERS_CONF := $(CURDIR)/lab/podman/containers.conf
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_FORCE_COLOR ?= false
+export PATH := $(BIN):$(PATH)
+
+# Run a step and append its wall time to .build/timings.txt.
+timed = start=$$(date +%s); $(2); echo "$(1): $$(( $$(date +%s) - start )) s" | tee -a $(TIMINGS)
+
+.PHONY: help deps venv image mirror mirror-up lab lab-up lab-down site units sanity lint molecule e2e test clean
+
+help:
+	@echo "make lab       start the simulated rack (podman) and run playbooks/site.yml against it"
+	@echo "make lab-down  remove the simulated rack"
+	@echo "make test      unit tests, ansible-test sanity, ansible-lint, molecule, lab end to end"
+	@echo "make units | sanity | lint | molecule | e2e   one stage of make test"
+
+deps:
+	@bash lab/bin/host-deps.sh
+
+$(VENV)/.installed: requirements.txt
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is missing: install Python 3.11 or later (apt-get install python3 python3-venv)." >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $@
+
+$(COLLECTION_LINK):
+	mkdir -p $(dir $@)
+	ln -sfn ../../../.. $@
+
+venv: deps $(VENV)/.installed $(COLLECTION_LINK)
+
+image: deps
+	@mkdir -p $(BUILD)
+	@$(call timed,image build,bash lab/image/build.sh)
+
+mirror: venv
+	$(BIN)/python lab/mirror/build.py
+
+# The mirror alone (network + mirror container), for molecule scenarios that install from it.
+mirror-up: image mirror
+	$(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/lab.yml --tags lab_host_preflight,lab_host_mirror
+
+lab-up: image mirror
+	@$(call timed,lab up,$(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/lab.yml)
+
+site: venv
+	@$(call timed,site.yml,$(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/site.yml)
+
+lab: lab-up site
+
+lab-down: venv
+	$(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/lab.yml -e lab_host_state=absent
+
+units: venv
+	@$(call timed,unit tests,$(BIN)/python -m pytest -q tests/unit tests/lab tests/integration)
+
+sanity: venv
+	@$(call timed,ansible-test sanity,bash tests/sanity/run.sh)
+
+lint: venv
+	@$(call timed,ansible-lint,$(BIN)/ansible-lint --offline)
+
+molecule: mirror-up
+	@for scenario in $(MOLECULE_SCENARIOS); do \
+	    $(call timed,molecule $$scenario,$(BIN)/molecule test -s $$scenario); \
+	done
+
+e2e: image mirror
+	@$(call timed,lab end to end,bash tests/e2e/lab_e2e.sh)
+
+test: venv
+	@mkdir -p $(BUILD) && : > $(TIMINGS)
+	@$(call timed,make test,$(MAKE) --no-print-directory units sanity lint molecule e2e)
+	@echo "== wall times ==" && cat $(TIMINGS)
+
+clean: lab-down
+	rm -rf $(BUILD) tests/output

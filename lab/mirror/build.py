@@ -1,0 +1,227 @@
+#!/usr/bin/env python
+"""Build the lab mirror: a signed APT repository of stand-in vendor packages.
+
+Each file in lab/mirror/packages/*.yml describes one package: its real vendor name, the versions to
+publish, and the files it installs (usually a hardware double from lab/doubles). The repository is
+laid out like any internal mirror (dists/<suite>/main, pool/), signed with a key generated for this
+checkout, and served to the lab nodes over HTTP. Roles consume it exactly like a vendor mirror.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import string
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+LAB_DIR = Path(__file__).resolve().parent.parent
+SUITE = 'bookworm'
+COMPONENT = 'main'
+ARCHITECTURES = ('amd64',)
+KEY_UID = 'onprem.gpu lab mirror <lab-mirror@onprem-gpu.invalid>'
+KEY_FILE_NAME = 'onprem-gpu-lab.gpg'
+# Fixed timestamps make the same inputs give the same packages, so nodes see no spurious upgrades.
+SOURCE_DATE_EPOCH = '1767225600'
+GENERIC_PYTHON_SHEBANG = b'#!/usr/bin/env python\n'
+SPEC_KEYS = {'name', 'versions', 'architecture', 'depends', 'section', 'description', 'files'}
+
+
+class SpecError(Exception):
+    """A package description that cannot be built, with a sentence saying what to fix."""
+
+
+def load_specs(spec_dir: Path) -> list[dict]:
+    specs = []
+    for path in sorted(spec_dir.glob('*.yml')):
+        spec = yaml.safe_load(path.read_text())
+        check_spec(path, spec)
+        specs.append(spec)
+    return specs
+
+
+def check_spec(path: Path, spec: object) -> None:
+    if not isinstance(spec, dict):
+        raise SpecError(f'{path}: a package description must be a mapping.')
+    unknown = set(spec) - SPEC_KEYS
+    if unknown:
+        raise SpecError(f'{path}: unknown keys {sorted(unknown)}; allowed are {sorted(SPEC_KEYS)}.')
+    for key in ('name', 'versions', 'description', 'files'):
+        if not spec.get(key):
+            raise SpecError(f'{path}: `{key}` is required.')
+    if path.stem != spec['name']:
+        raise SpecError(f'{path}: the file must be named after the package ({spec["name"]}.yml).')
+    for entry in spec['files']:
+        if 'dest' not in entry or ('src' in entry) == ('content' in entry):
+            raise SpecError(f'{path}: each file needs `dest` and exactly one of `src` or `content`.')
+        if 'src' in entry and not (LAB_DIR / entry['src']).is_file():
+            raise SpecError(f'{path}: {entry["src"]} does not exist under lab/.')
+
+
+def upstream_version(version: str) -> str:
+    """580.65.06-1 -> 580.65.06 (Debian revision and epoch stripped)."""
+    return version.split(':', 1)[-1].rsplit('-', 1)[0]
+
+
+def build_deb(spec: dict, version: str, pool: Path) -> Path:
+    architecture = spec.get('architecture', 'all')
+    substitutions = {'version': version, 'upstream_version': upstream_version(version), 'name': spec['name']}
+    with tempfile.TemporaryDirectory() as staging_dir:
+        root = Path(staging_dir)
+        for entry in spec['files']:
+            target = root / entry['dest'].lstrip('/')
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if 'src' in entry:
+                install_source(LAB_DIR / entry['src'], target)
+            else:
+                target.write_text(string.Template(entry['content']).substitute(substitutions))
+            target.chmod(int(str(entry.get('mode', '0644')), 8))
+        control = {
+            'Package': spec['name'],
+            'Version': version,
+            'Architecture': architecture,
+            'Maintainer': 'onprem.gpu lab <lab-mirror@onprem-gpu.invalid>',
+            'Section': spec.get('section', 'misc'),
+            'Priority': 'optional',
+            'Depends': ', '.join(spec.get('depends', [])),
+            'Description': 'lab stand-in: ' + spec['description'].strip().replace('\n', '\n '),
+        }
+        (root / 'DEBIAN').mkdir()
+        (root / 'DEBIAN' / 'control').write_text(''.join(f'{key}: {value}\n' for key, value in control.items() if value))
+        deb = pool / spec['name'][0] / spec['name'] / f'{spec["name"]}_{version.split(":")[-1]}_{architecture}.deb'
+        deb.parent.mkdir(parents=True, exist_ok=True)
+        run(['dpkg-deb', '--root-owner-group', '-Zxz', '--build', str(root), str(deb)], env={'SOURCE_DATE_EPOCH': SOURCE_DATE_EPOCH})
+    return deb
+
+
+def install_source(source: Path, target: Path) -> None:
+    """Copy a file into the package, pointing a generic Python shebang at python3 as dh_python3 does."""
+    content = source.read_bytes()
+    if content.startswith(GENERIC_PYTHON_SHEBANG):
+        content = b'#!/usr/bin/python3\n' + content[len(GENERIC_PYTHON_SHEBANG):]
+    target.write_bytes(content)
+
+
+def run(argv: list[str], env: dict | None = None, cwd: Path | None = None, stdout=subprocess.DEVNULL) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, LC_ALL='C', **(env or {}))
+    return subprocess.run(argv, check=True, env=full_env, cwd=cwd, stdout=stdout, text=True)
+
+
+def ensure_signing_key(gnupg_home: Path) -> str:
+    gnupg_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    env = {'GNUPGHOME': str(gnupg_home)}
+    listing = run(['gpg', '--batch', '--with-colons', '--list-secret-keys'], env=env, stdout=subprocess.PIPE).stdout
+    if 'sec:' not in listing:
+        run(['gpg', '--batch', '--quiet', '--passphrase', '', '--quick-gen-key', KEY_UID, 'ed25519', 'sign', 'never'], env=env)
+        listing = run(['gpg', '--batch', '--with-colons', '--list-secret-keys'], env=env, stdout=subprocess.PIPE).stdout
+    return next(line.split(':')[9] for line in listing.splitlines() if line.startswith('fpr:'))
+
+
+def write_indexes(repo: Path) -> Path:
+    dist = repo / 'dists' / SUITE
+    for architecture in ARCHITECTURES:
+        binary_dir = dist / COMPONENT / f'binary-{architecture}'
+        binary_dir.mkdir(parents=True, exist_ok=True)
+        packages = run(['apt-ftparchive', '--arch', architecture, 'packages', 'pool'], cwd=repo, stdout=subprocess.PIPE).stdout
+        (binary_dir / 'Packages').write_text(packages)
+        with gzip.GzipFile(binary_dir / 'Packages.gz', 'wb', mtime=int(SOURCE_DATE_EPOCH)) as compressed:
+            compressed.write(packages.encode())
+    release = run([
+        'apt-ftparchive',
+        '-o', 'APT::FTPArchive::Release::Origin=onprem.gpu lab',
+        '-o', 'APT::FTPArchive::Release::Label=onprem.gpu lab mirror',
+        '-o', f'APT::FTPArchive::Release::Suite={SUITE}',
+        '-o', f'APT::FTPArchive::Release::Codename={SUITE}',
+        '-o', f'APT::FTPArchive::Release::Architectures={" ".join(ARCHITECTURES)}',
+        '-o', f'APT::FTPArchive::Release::Components={COMPONENT}',
+        'release', '.',
+    ], cwd=dist, env={'SOURCE_DATE_EPOCH': SOURCE_DATE_EPOCH}, stdout=subprocess.PIPE).stdout
+    (dist / 'Release').write_text(release)
+    return dist
+
+
+def sign_release(dist: Path, gnupg_home: Path, fingerprint: str) -> None:
+    env = {'GNUPGHOME': str(gnupg_home)}
+    for stale in ('InRelease', 'Release.gpg'):
+        (dist / stale).unlink(missing_ok=True)
+    run(['gpg', '--batch', '--yes', '--local-user', fingerprint, '--clearsign', '--output', 'InRelease', 'Release'], env=env, cwd=dist)
+    run(['gpg', '--batch', '--yes', '--local-user', fingerprint, '--armor', '--detach-sign', '--output', 'Release.gpg', 'Release'],
+        env=env, cwd=dist)
+
+
+def export_public_key(repo: Path, gnupg_home: Path, fingerprint: str) -> None:
+    env = {'GNUPGHOME': str(gnupg_home)}
+    run(['gpg', '--batch', '--yes', '--output', str(repo / KEY_FILE_NAME), '--export', fingerprint], env=env)
+    run(['gpg', '--batch', '--yes', '--armor', '--output', str(repo / (KEY_FILE_NAME[:-4] + '.asc')), '--export', fingerprint], env=env)
+
+
+def publish(staging: Path, repo: Path) -> None:
+    retired = repo.with_name('repo.old')
+    shutil.rmtree(retired, ignore_errors=True)
+    if repo.exists():
+        repo.rename(retired)
+    staging.rename(repo)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def inputs_digest(specs: list[dict], fingerprint: str) -> str:
+    digest = hashlib.sha256(json.dumps(specs, sort_keys=True).encode() + fingerprint.encode())
+    digest.update(Path(__file__).read_bytes())
+    for spec in specs:
+        for entry in spec['files']:
+            if 'src' in entry:
+                digest.update((LAB_DIR / entry['src']).read_bytes())
+    return digest.hexdigest()
+
+
+def build(output: Path) -> None:
+    specs = load_specs(LAB_DIR / 'mirror' / 'packages')
+    gnupg_home = output / 'gnupg'
+    fingerprint = ensure_signing_key(gnupg_home)
+    # The mirror container serves published/repo; a new build is swapped in by renames so that a
+    # running mirror (which mounts published/) serves either the old or the new tree, never half of one.
+    published = output / 'published'
+    repo = published / 'repo'
+    stamp = output / 'repo.digest'
+    digest = inputs_digest(specs, fingerprint)
+    if stamp.is_file() and stamp.read_text() == digest and (repo / 'dists' / SUITE / 'InRelease').is_file():
+        print(f'Lab mirror in {repo} is up to date ({len(specs)} packages).')
+        return
+    staging = published / 'repo.new'
+    shutil.rmtree(staging, ignore_errors=True)
+    for spec in specs:
+        for version in spec['versions']:
+            build_deb(spec, str(version), staging / 'pool' / COMPONENT)
+    dist = write_indexes(staging)
+    sign_release(dist, gnupg_home, fingerprint)
+    export_public_key(staging, gnupg_home, fingerprint)
+    publish(staging, repo)
+    stamp.write_text(digest)
+    print(f'Built lab mirror in {repo}: ' + ', '.join(f'{s["name"]} {", ".join(map(str, s["versions"]))}' for s in specs))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--output', type=Path, default=LAB_DIR.parent / '.build' / 'lab' / 'mirror',
+                        help='where the signing key and published/repo are written (default: .build/lab/mirror)')
+    args = parser.parse_args()
+    try:
+        build(args.output.resolve())
+    except SpecError as error:
+        print(f'lab mirror: {error}', file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as error:
+        print(f'lab mirror: {" ".join(error.cmd)} failed with exit code {error.returncode}.', file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

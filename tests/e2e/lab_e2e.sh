@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# End to end on the simulated rack, from nothing: start the lab, run site.yml twice (the second run
+# must change nothing), check the summary it prints, run lab.yml again (nothing to change), remove the lab.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
+logs="$repo/.build/e2e"
+timings="$repo/.build/timings.txt"
+mkdir -p "$logs"
+playbook=("$repo/.venv/bin/ansible-playbook" -i inventories/lab)
+
+remove_lab() { "${playbook[@]}" playbooks/lab.yml -e lab_host_state=absent >"$logs/lab-down.log" 2>&1; }
+
+# Run a playbook, keep its output, record its wall time; fail loudly with the end of its log.
+run_step() {
+    local name="$1" log="$logs/$2.log"
+    shift 2
+    local start
+    start=$(date +%s)
+    if ! "${playbook[@]}" "$@" >"$log" 2>&1; then
+        tail -n 60 "$log" >&2
+        echo "e2e: $name failed; full log in $log" >&2
+        return 1
+    fi
+    echo "$name: $(( $(date +%s) - start )) s" | tee -a "$timings"
+}
+
+# Every host of the PLAY RECAP must show changed=0.
+assert_no_change() {
+    local log="$logs/$1.log"
+    if grep -E '^[^ ].* : ok=[0-9]+ +changed=[1-9]' "$log" >&2; then
+        echo "e2e: $1 changed something on a second run; see $log" >&2
+        return 1
+    fi
+}
+
+assert_summary_line() {
+    if ! grep -qF -- "$1" "$logs/site-1.log"; then
+        echo "e2e: the site.yml summary lacks: $1" >&2
+        return 1
+    fi
+}
+
+remove_lab
+trap remove_lab EXIT
+
+run_step "lab up (lab.yml, containers from scratch)" lab-1 playbooks/lab.yml
+run_step "site.yml, first run" site-1 playbooks/site.yml
+run_step "site.yml, second run" site-2 playbooks/site.yml
+assert_no_change site-2
+run_step "lab.yml, second run" lab-2 playbooks/lab.yml
+assert_no_change lab-2
+
+assert_summary_line '"  dc1-gpu1     8 x NVIDIA H100 80GB HBM3, driver 580.65.06, MIG capable"'
+assert_summary_line '"  dc1-gpu2     8 x NVIDIA H100 80GB HBM3, driver 580.65.06, MIG capable"'
+assert_summary_line '"  dc2-gpu1     8 x NVIDIA A100-SXM4-80GB, driver 580.65.06, MIG capable"'
+assert_summary_line '"  dc1-cp1      control plane, no GPU"'
+echo "e2e: lab up, site.yml converged, second runs of site.yml and lab.yml changed nothing."
