@@ -163,24 +163,15 @@ ansible_facts:
           sample: Enabled
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
 from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi import (
     NvidiaSmiError,
     missing_binary_state,
     query_gpu_argv,
     read_driver_state,
 )
-
-
-def find_nvidia_smi(module):
-    """Return the nvidia-smi to run, or None when it is absent."""
-    wanted = module.params["nvidia_smi"]
-    if os.path.basename(wanted) == wanted:
-        return module.get_bin_path(wanted)
-    return wanted if os.path.isfile(wanted) and os.access(wanted, os.X_OK) else None
 
 
 def query_driver_state(module, nvidia_smi):
@@ -199,7 +190,7 @@ def main():
         argument_spec=dict(nvidia_smi=dict(type="str", default="nvidia-smi")),
         supports_check_mode=True,
     )
-    nvidia_smi = find_nvidia_smi(module)
+    nvidia_smi = find_command(module, module.params["nvidia_smi"])
     if nvidia_smi is None:
         state = missing_binary_state(module.params["nvidia_smi"])
     else:

@@ -9,6 +9,7 @@ simulated GPU's; everything else, spacing and punctuation included, is compared 
 
 import ast
 import concurrent.futures
+import contextlib
 import json
 import os
 import pathlib
@@ -33,6 +34,7 @@ DRIVER = {"driver_version": "580.65.06", "cuda_version": "13.0"}
 # memory totals cross-checked with mig.md 3.3, device ids with mig.md 1.2).
 MODELS = {
     "NVIDIA H100 80GB HBM3": {"device_id": "0x233010DE", "memory_mib": 81559, "mig": True, "compute_cap": "9.0", "buses": ("18", "DB")},
+    "NVIDIA H100 PCIe": {"device_id": "0x233110DE", "memory_mib": 81559, "mig": True, "compute_cap": "9.0", "buses": ("01", "E1")},
     "NVIDIA H200": {"device_id": "0x233510DE", "memory_mib": 143771, "mig": True, "compute_cap": "9.0", "buses": ("18", "DB")},
     "NVIDIA A100-SXM4-80GB": {"device_id": "0x20B210DE", "memory_mib": 81920, "mig": True, "compute_cap": "8.0", "buses": ("07", "BD")},
     "NVIDIA A100-SXM4-40GB": {"device_id": "0x20B010DE", "memory_mib": 40960, "mig": True, "compute_cap": "8.0", "buses": ("07", "BD")},
@@ -89,11 +91,20 @@ class Lab:
         self.hardware_path = directory / "hardware.json"
         self.driver_path = directory / "driver.json"
         self.state_path = directory / "state" / "nvidia-smi-state.json"
+        self.call_log_path = None
         self.set_hardware(H100, 8)
         self.driver_path.write_text(json.dumps(DRIVER), encoding="utf-8")
 
     def set_hardware(self, model, count, seed="dc1-gpu1"):
         self.hardware_path.write_text(json.dumps({"gpu_model": model, "gpu_count": count, "seed": seed}), encoding="utf-8")
+
+    def set_driver(self, driver_version):
+        self.driver_path.write_text(json.dumps({**DRIVER, "driver_version": driver_version}), encoding="utf-8")
+
+    def log_calls(self):
+        """Have the double log every call from now on; the log's path."""
+        self.call_log_path = self.directory / "calls.log"
+        return self.call_log_path
 
     def run(self, *arguments, user=None):
         environment = {
@@ -102,6 +113,9 @@ class Lab:
             "NVSMI_DOUBLE_STATE": str(self.state_path),
             "NVSMI_DOUBLE_DRIVER": str(self.driver_path),
         }
+        environment.pop("NVSMI_DOUBLE_CALL_LOG", None)
+        if self.call_log_path:
+            environment["NVSMI_DOUBLE_CALL_LOG"] = str(self.call_log_path)
         return subprocess.run(COMMAND + list(arguments), env=environment, capture_output=True, text=True, check=False, user=user, timeout=30)
 
     def ok(self, *arguments):
@@ -119,16 +133,28 @@ class Lab:
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         self.state_path.write_text(json.dumps(state), encoding="utf-8")
 
+    def edit_state(self, change):
+        """Change the state file the way the lab does between calls: read it, change it, write it back."""
+        state = self.state()
+        change(state)
+        self.write_state(state)
+
     def uuids(self):
         return self.query("uuid").split()
 
 
-@pytest.fixture(name="lab")
-def lab_fixture():
-    # Not pytest's tmp_path: its parents are private to root, and one test calls the double as nobody.
+@contextlib.contextmanager
+def temporary_lab():
+    # Not pytest's tmp_path: its parents are private to root, and some tests call the double as nobody.
     with tempfile.TemporaryDirectory(prefix="nvsmi-double-") as directory:
         os.chmod(directory, 0o755)
         yield Lab(pathlib.Path(directory))
+
+
+@pytest.fixture(name="lab")
+def lab_fixture():
+    with temporary_lab() as lab:
+        yield lab
 
 
 def assert_fails(result, code, stdout):
@@ -331,11 +357,11 @@ def test_version_reports_the_installed_driver(lab):
 
 
 def test_unknown_model_fails_loudly_naming_the_file_and_the_known_models(lab):
-    lab.set_hardware("NVIDIA H100 PCIe", 8)
+    lab.set_hardware("NVIDIA H100 NVL", 8)
     result = lab.run("-L")
     assert (result.returncode, result.stdout) == (EXIT_OTHER, "")
     assert str(lab.hardware_path) in result.stderr
-    assert "'NVIDIA H100 PCIe'" in result.stderr
+    assert "'NVIDIA H100 NVL'" in result.stderr
     for model in MODELS:
         assert model in result.stderr
 
@@ -356,9 +382,18 @@ def test_first_use_creates_the_state_with_power_on_defaults(lab):
     lab.set_hardware("NVIDIA L40S", 2)
     assert not lab.state_path.exists()
     lab.ok("-L")
+    no_mig = {"persistence_mode": "Disabled", "mig_mode": None, "holders": [], "processes": []}
     assert lab.state() == {
         "driver_loaded": True,
-        "gpus": [{"persistence_mode": "Disabled", "mig_mode": None}, {"persistence_mode": "Disabled", "mig_mode": None}],
+        "driver_reloads": 0,
+        "driver_reloads_seen": 0,
+        "boots": 0,
+        "boots_seen": 0,
+        "holders": [],
+        "gi_id_personality": "swizzle",
+        "error_stream": "stdout",
+        "gpu_reset_supported": True,
+        "gpus": [no_mig, no_mig],
     }
     assert oct(lab.state_path.stat().st_mode & 0o777) == "0o644"
 

@@ -1,0 +1,119 @@
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""MIG profile tables per GPU model, keyed by the name ``nvidia-smi --query-gpu=name`` prints.
+
+A GPU instance (GI) occupies ``memory_slices`` consecutive memory slices starting at one of the profile's
+placement starts; two instances conflict exactly when their memory intervals overlap. ``profile_id`` is the ID
+``nvidia-smi mig -lgip`` prints and ``-cgi`` takes (19, 15, 14 ...), not the NVML enum. Names, IDs, maximum
+counts and placements come from the MIG User Guide and the recorded ``-lgip``/``-lgipp`` tables quoted in
+shared/reference/mig.md sections 3.1 and 3.2; they are checked against those recordings in the unit tests.
+
+Plain data without Ansible imports, so that modules and tests share it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Compute-instance sizes a GPU instance of each compute size can be split into, besides the full one
+# (``-lcip`` on A100/H100: a 3g GI offers 1c and 2c, a 4g GI 1c and 2c, a 7g GI 1c to 4c).
+_PARTIAL_COMPUTE_SIZES = {1: (), 2: (1,), 3: (1, 2), 4: (1, 2), 7: (1, 2, 3, 4)}
+
+_PROFILE_NAME = re.compile(r"^(?:(?P<compute>[0-9]+)c\.)?(?P<slices>[0-9]+)g\.(?P<memory>[0-9]+)gb(?P<attributes>[+-][A-Za-z][A-Za-z0-9.,]*)?$")
+
+
+@dataclass(frozen=True)
+class GpuInstanceProfile:
+    """One GPU-instance profile of one GPU model."""
+
+    name: str
+    profile_id: int
+    compute_slices: int
+    memory_slices: int
+    max_count: int
+    starts: tuple
+
+    def compute_instance_names(self):
+        """Return the names of the partial compute-instance profiles a GI of this profile offers (``1c.3g.40gb`` ...)."""
+        return tuple(f"{size}c.{self.name}" for size in _PARTIAL_COMPUTE_SIZES[self.compute_slices])
+
+
+@dataclass(frozen=True)
+class MigModel:
+    """The MIG geometry of one GPU model: its slices and its GPU-instance profiles, in ``-lgip`` order."""
+
+    gpu_name: str
+    memory_slices: int
+    compute_slices: int
+    profiles: tuple
+
+    def profile(self, name):
+        """Return the GpuInstanceProfile called ``name`` on this model, or None."""
+        return next((profile for profile in self.profiles if profile.name == name), None)
+
+    def profile_by_id(self, profile_id):
+        """Return the GpuInstanceProfile with nvidia-smi ID ``profile_id`` on this model, or None."""
+        return next((profile for profile in self.profiles if profile.profile_id == profile_id), None)
+
+    def profile_names(self):
+        return [profile.name for profile in self.profiles]
+
+
+def _eight_slice_model(gpu_name, one, one_media, one_double, two, three, four, seven):
+    """A model with 7 compute and 8 memory slices (A100, H100, H200): the profile names differ, the geometry does not."""
+    profiles = (
+        GpuInstanceProfile(one, 19, 1, 1, 7, (0, 1, 2, 3, 4, 5, 6)),
+        GpuInstanceProfile(one_media, 20, 1, 1, 1, (0, 1, 2, 3, 4, 5, 6)),
+        GpuInstanceProfile(one_double, 15, 1, 2, 4, (0, 2, 4, 6)),
+        GpuInstanceProfile(two, 14, 2, 2, 3, (0, 2, 4)),
+        GpuInstanceProfile(three, 9, 3, 4, 2, (0, 4)),
+        GpuInstanceProfile(four, 5, 4, 4, 1, (0,)),
+        GpuInstanceProfile(seven, 0, 7, 8, 1, (0,)),
+    )
+    return MigModel(gpu_name, memory_slices=8, compute_slices=7, profiles=profiles)
+
+
+_A100_80GB_NAMES = ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
+
+_MODELS = (
+    _eight_slice_model("NVIDIA A100-SXM4-40GB", "1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
+    _eight_slice_model("NVIDIA A100-SXM4-80GB", *_A100_80GB_NAMES),
+    _eight_slice_model("NVIDIA A100 80GB PCIe", *_A100_80GB_NAMES),
+    _eight_slice_model("NVIDIA H100 80GB HBM3", *_A100_80GB_NAMES),
+    _eight_slice_model("NVIDIA H100 PCIe", *_A100_80GB_NAMES),
+    _eight_slice_model("NVIDIA H100 NVL", "1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
+    _eight_slice_model("NVIDIA H200", "1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+    # A30 has 4 compute and 4 memory slices, and its own profile IDs.
+    MigModel(
+        "NVIDIA A30",
+        memory_slices=4,
+        compute_slices=4,
+        profiles=(
+            GpuInstanceProfile("1g.6gb", 14, 1, 1, 4, (0, 1, 2, 3)),
+            GpuInstanceProfile("1g.6gb+me", 21, 1, 1, 1, (0, 1, 2, 3)),
+            GpuInstanceProfile("2g.12gb", 5, 2, 2, 2, (0, 2)),
+            GpuInstanceProfile("4g.24gb", 0, 4, 4, 1, (0,)),
+        ),
+    ),
+)
+
+MIG_MODELS = {model.gpu_name: model for model in _MODELS}
+
+
+def mig_model(gpu_name):
+    """Return the MigModel of the GPU model nvidia-smi calls ``gpu_name``, or None when it is not catalogued."""
+    return MIG_MODELS.get(gpu_name)
+
+
+def is_profile_name(name):
+    """Tell whether ``name`` is written like a MIG profile (``[<C>c.]<G>g.<GB>gb[+attr|-attr]``, as mig-parted parses it)."""
+    return isinstance(name, str) and _PROFILE_NAME.match(name) is not None
+
+
+def is_full_compute_instance(name):
+    """Tell whether a compute-instance name such as ``3g.40gb`` (not ``1c.3g.40gb``) uses its whole GPU instance."""
+    match = _PROFILE_NAME.match(name)
+    return match is not None and match.group("compute") in (None, match.group("slices"))

@@ -1,0 +1,307 @@
+#!/usr/bin/python
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: mig_config
+short_description: Apply a mig-parted MIG layout to the NVIDIA GPUs of a node, changing only what differs
+version_added: 0.1.0
+description:
+  - Reads a layout in NVIDIA mig-parted's v1 configuration format, from a file on the managed node or inline,
+    and makes the node's GPUs match the layout named by O(selected).
+  - Everything is checked before the first change, and a problem fails the task with one sentence and no change
+    to any GPU. The checks cover the format, O(selected), GPU indices this node lacks, device filters
+    that match none of its GPUs, profiles the GPU model does not have, counts over what it holds, and
+    layouts that cannot be placed on its memory slices.
+  - GPUs already in the wanted layout are not touched. On a GPU that must change, the GPU instances that the
+    layout keeps stay as they are, with the same IDs and the same work on them. Only the others are destroyed, compute instances
+    first. New GPU instances are created at explicit placements chosen so that the whole layout fits. The driver
+    hands out the instance IDs, and the module reads them back after creating.
+  - A GPU whose change would destroy an instance or switch its MIG mode is refused while compute processes run
+    on it, naming their PIDs, unless O(force=true).
+  - A MIG mode change takes effect at once on Hopper and later GPUs. On Ampere GPUs (A100, A30) it waits for a
+    reset of the GPU. The driver resets an idle GPU by itself; for a GPU still pending, the module runs
+    C(nvidia-smi -r) on just that GPU. When a driver client holds the GPU and the reset is refused, the GPU keeps
+    the new mode pending and gets no instances, RV(reboot_required) is V(true) and the message names the holder
+    where it can be found (running services, persistence mode, compute processes).
+  - If a step fails halfway, for example when the driver refuses to create an instance, the module stops,
+    restores the GPU it was changing to its previous instances where the driver allows it, leaves the later
+    GPUs untouched, and fails with the state each GPU is left in.
+author:
+  - onprem.gpu maintainers (@onprem-gpu)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Check mode reads the node and validates and plans the layout, but changes nothing. RV(gpus) shows the planned state.
+  diff_mode:
+    support: full
+    details: The diff shows the node before and after, written the way C(nvidia-mig-parted export) writes it.
+  platform:
+    platforms: posix
+options:
+  selected:
+    description:
+      - The name of the layout to apply, a key under C(mig-configs).
+    type: str
+    required: true
+  config_file:
+    description:
+      - A mig-parted v1 configuration file on the managed node, such as C(/etc/nvidia-mig-manager/config.yaml).
+      - Reading it needs PyYAML on the managed node.
+      - Exactly one of O(config_file) and O(mig_configs) is required.
+    type: path
+  mig_configs:
+    description:
+      - The layouts inline, as the mapping under C(mig-configs) of a mig-parted file, layout name to list of entries.
+      - A whole document with C(version) and C(mig-configs) keys is accepted too.
+      - "Each entry has C(devices) (V(all) or a list of GPU indices), C(mig-enabled) (bool), C(mig-devices)
+        (profile name to count, required when C(mig-enabled) is true) and optionally C(device-filter) (a PCI id
+        such as V(0x233010DE), or a list of them)."
+      - As in mig-parted, entries apply in order and a GPU matched by two entries gets the later one. GPUs that no
+        entry matches are left alone, and GPUs without MIG are skipped under C(devices=all).
+    type: dict
+  nvidia_smi:
+    description:
+      - The C(nvidia-smi) to run; every read and change goes through it.
+      - A bare command name is looked up in E(PATH) and the usual system directories; a path is used as is.
+    type: str
+    default: nvidia-smi
+  force:
+    description:
+      - Change GPUs even though compute processes run on them.
+      - The module does not stop the processes. The driver refuses to destroy an instance that a process still
+        uses, and the module then restores the GPU and fails.
+    type: bool
+    default: false
+notes:
+  - C(nvidia-smi) runs with C(LC_ALL=C) so that its output does not depend on the locale.
+  - A run that has nothing to change reads the node with at most three C(nvidia-smi) calls, whatever the number of GPUs.
+  - Hopper GPUs lose MIG mode and all instances when the driver is reloaded or the node reboots, and Ampere GPUs
+    keep the mode but lose the instances. Run the module again at boot, before the kubelet starts, to restore the layout.
+  - Layouts name profiles as nvidia-smi does (V(1g.10gb), V(3g.40gb), V(1g.10gb+me)). Compute-instance profiles
+    such as V(1c.3g.40gb) are refused, because each GPU instance gets one full compute instance.
+  - Profile tables are built in for the NVIDIA A100-SXM4-40GB, A100-SXM4-80GB, A100 80GB PCIe, H100 80GB HBM3, H100 PCIe,
+    H100 NVL, H200 and A30. On other models a layout can only switch MIG off.
+seealso:
+  - name: NVIDIA mig-parted
+    description: The configuration format this module reads.
+    link: https://github.com/NVIDIA/mig-parted
+  - name: NVIDIA MIG User Guide
+    description: Profiles, placements and GPU reset rules.
+    link: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/
+"""
+
+EXAMPLES = r"""
+- name: Apply the balanced layout from the node's mig-parted file
+  onprem.gpu.mig_config:
+    config_file: /etc/nvidia-mig-manager/config.yaml
+    selected: all-balanced
+
+- name: Split GPUs 0-3 for inference and keep GPUs 4-7 whole for training
+  onprem.gpu.mig_config:
+    selected: inference-and-training
+    mig_configs:
+      inference-and-training:
+        - devices: [0, 1, 2, 3]
+          mig-enabled: true
+          mig-devices:
+            1g.10gb: 4
+            3g.40gb: 1
+        - devices: [4, 5, 6, 7]
+          mig-enabled: false
+  register: mig
+
+- name: Reboot when an Ampere GPU waits for a reset that a driver client blocks
+  ansible.builtin.reboot:
+  when: mig['reboot_required'] and mig_allow_reboot | bool
+
+- name: Show what would change, without changing anything
+  onprem.gpu.mig_config:
+    config_file: /etc/nvidia-mig-manager/config.yaml
+    selected: all-1g.10gb
+  check_mode: true
+  diff: true
+"""
+
+RETURN = r"""
+msg:
+  description: One sentence on the outcome.
+  returned: always
+  type: str
+  sample: Layout 'all-balanced' is applied on 2 GPUs.
+gpus:
+  description:
+    - Every GPU of the node in index order, as it is after the run, or as planned in check mode.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: The nvidia-smi index of the GPU.
+      returned: always
+      type: int
+      sample: 0
+    uuid:
+      description: The GPU UUID.
+      returned: always
+      type: str
+      sample: GPU-7cd6d4d6-9fa8-13be-3c42-09a1b2280a02
+    name:
+      description: The model name as nvidia-smi prints it.
+      returned: always
+      type: str
+      sample: NVIDIA H100 80GB HBM3
+    mig_enabled:
+      description: Whether MIG mode is in effect; V(false) on GPUs without MIG and while a change to V(true) waits for a reset.
+      returned: always
+      type: bool
+      sample: true
+    mig_devices:
+      description: The MIG devices by profile name, as mig-parted counts them (one per compute instance); V({}) when MIG is disabled.
+      returned: always
+      type: dict
+      sample: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+actions:
+  description: The steps taken (in check mode, the steps planned), one line each.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "GPU 0: destroy GPU instance 3 (2g.20gb at 0:2) with its compute instances"
+    - "GPU 0: create GPU instances 1g.10gb at 0:1, 1g.10gb at 1:1, each with a full compute instance"
+reboot_required:
+  description:
+    - Whether a GPU keeps a MIG mode change pending because it could not be reset; a reboot applies the mode,
+      and running the module again afterwards creates the instances.
+  returned: always
+  type: bool
+  sample: false
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.common.yaml import HAS_YAML, yaml_load
+
+from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_config import MigConfigError, parse_configs, render_export, resolve_layout
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import (
+    LayoutError,
+    apply_plans,
+    busy_gpus,
+    busy_message,
+    plan_node,
+    planned_actions,
+    report_gpus,
+    summarize,
+)
+from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import MigCommandError, NvidiaSmi
+
+if HAS_YAML:
+    from yaml import YAMLError
+
+
+def read_config_file(module, path):
+    """Return the parsed YAML document of ``config_file``; fail the task when it cannot be read."""
+    if not HAS_YAML:
+        module.fail_json(msg=missing_required_lib("PyYAML", reason="to read config_file"))
+    try:
+        with open(path, encoding="utf-8") as config:
+            return yaml_load(config)
+    except OSError as error:
+        module.fail_json(msg=f"The MIG configuration file {path} cannot be read: {error.strerror}.")
+    except YAMLError as error:
+        module.fail_json(msg=f"The MIG configuration file {path} is not valid YAML: {' '.join(str(error).split())}.")
+
+
+def find_nvidia_smi(module):
+    """Return the nvidia-smi to run; fail the task when it is absent, since nothing can be read without it."""
+    wanted = module.params["nvidia_smi"]
+    found = find_command(module, wanted)
+    if found is None:
+        module.fail_json(msg=f"{wanted} was not found, so no MIG layout can be read or applied.")
+    return found
+
+
+def refuse_busy_gpus(module, smi, plans):
+    """Read the compute processes when a change may disturb them; refuse busy GPUs unless force. Return the processes."""
+    if not any(plan.disruptive for plan in plans):
+        return []
+    processes = smi.compute_apps()
+    busy = busy_gpus(plans, processes)
+    if busy and not module.params["force"]:
+        module.fail_json(msg=busy_message(busy) + " Stop them, or set force=true to change these GPUs anyway.")
+    if busy:
+        module.warn(busy_message(busy) + " They are changed anyway because force=true.")
+    return processes
+
+
+def export(report, gpus):
+    """Render the MIG-capable GPUs of a ``gpus`` result like ``nvidia-mig-parted export``."""
+    capable = {gpu["index"] for gpu in gpus if gpu["mig_capable"]}
+    return render_export([(gpu["index"], gpu["mig_enabled"], gpu["mig_devices"]) for gpu in report if gpu["index"] in capable])
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            selected=dict(type="str", required=True),
+            config_file=dict(type="path"),
+            mig_configs=dict(type="dict"),
+            nvidia_smi=dict(type="str", default="nvidia-smi"),
+            force=dict(type="bool", default=False),
+        ),
+        mutually_exclusive=[("config_file", "mig_configs")],
+        required_one_of=[("config_file", "mig_configs")],
+        supports_check_mode=True,
+    )
+    layout = module.params["selected"]
+    document = read_config_file(module, module.params["config_file"]) if module.params["config_file"] else module.params["mig_configs"]
+    smi = NvidiaSmi(find_nvidia_smi(module), lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}))
+    try:
+        configs = parse_configs(document)
+        gpus, instances = smi.read_node()
+        plans = plan_node(layout, gpus, instances, resolve_layout(configs, layout, gpus))
+        processes = refuse_busy_gpus(module, smi, plans)
+        outcome = None if module.check_mode else apply_plans(plans, smi, processes)
+        final_gpus, final_instances = gpus, instances
+        if outcome and outcome.actions:
+            # The modes can only differ from the first read where a mode was requested or a GPU reset.
+            modes_touched = any(plan.request_mode is not None or plan.mode_changes for plan in plans)
+            final_gpus, final_instances = smi.read_node(None if modes_touched else gpus)
+    except (MigConfigError, LayoutError) as error:
+        module.fail_json(msg=str(error))
+    except MigCommandError as error:
+        module.fail_json(msg=str(error), cmd=error.argv, rc=error.rc, stdout=error.stdout, stderr=error.stderr)
+
+    failed, msg = summarize(layout, plans, outcome, final_gpus, final_instances)
+    result = dict(
+        changed=bool(outcome.actions) if outcome else any(plan.changed for plan in plans),
+        msg=msg,
+        gpus=report_gpus(final_gpus, final_instances, plans if outcome is None else ()),
+        actions=outcome.actions if outcome else planned_actions(plans),
+        reboot_required=bool(outcome and outcome.blocked),
+    )
+    if module._diff:
+        result["diff"] = dict(
+            before_header="MIG layout before",
+            before=export(report_gpus(gpus, instances), gpus),
+            after_header=f"MIG layout after {layout}",
+            after=export(result["gpus"], gpus),
+        )
+    if failed and outcome.failure is not None:
+        error = outcome.failure
+        module.fail_json(cmd=error.argv, rc=error.rc, stdout=error.stdout, stderr=error.stderr, **result)
+    if failed:
+        module.fail_json(**result)
+    if result["reboot_required"]:
+        module.warn(msg)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

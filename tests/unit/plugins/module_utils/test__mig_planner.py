@@ -1,0 +1,474 @@
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_config import WantedGpu
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import (
+    LayoutChange,
+    LayoutError,
+    NewInstance,
+    apply_plans,
+    busy_gpus,
+    busy_message,
+    check_layout,
+    layout_counts,
+    plan_layout,
+    plan_node,
+    plan_restore,
+    planned_actions,
+    report_gpus,
+    summarize,
+)
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import mig_model
+from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import ComputeInstance, GpuInstance, MigCommandError, parse_gpu_instances
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mig"
+H100 = mig_model("NVIDIA H100 80GB HBM3")
+A100_40GB = mig_model("NVIDIA A100-SXM4-40GB")
+A30 = mig_model("NVIDIA A30")
+
+
+def recorded(lgi, lci):
+    """The instances of GPU 0 in a recorded (or assembled) -lgi/-lci pair."""
+    return parse_gpu_instances((FIXTURES / lgi).read_text(encoding="utf-8"), (FIXTURES / lci).read_text(encoding="utf-8"))[0]
+
+
+H100_BALANCED = recorded("lgi__h100_balanced__assembled.txt", "lci__h100_balanced__assembled.txt")
+H100_PCIE_R525 = recorded("lgi_r525_h100.txt", "lci__h100_pcie_r525__assembled.txt")
+A100_R580_PARTIAL_CIS = recorded("lgi_r580_a100.txt", "lci__a100_r580_mixed__assembled.txt")
+
+
+def gi(gi_id, profile, start, compute=True, model=H100):
+    """A GPU instance of ``profile`` at ``start`` holding its full compute instance (or none)."""
+    spec = model.profile(profile)
+    cis = (ComputeInstance(0, 0, profile),) if compute else ()
+    return GpuInstance(gi_id, spec.profile_id, profile, start, spec.memory_slices, cis)
+
+
+def new(profile, start, model=H100):
+    spec = model.profile(profile)
+    return NewInstance(spec.profile_id, profile, start, spec.memory_slices)
+
+
+def geometry(change):
+    """(kept GI ids, destroyed GI ids, created (name, start), GI ids completed) of a LayoutChange."""
+    return (
+        sorted(gi.gi_id for gi in change.keep),
+        sorted(gi.gi_id for gi in change.destroy),
+        sorted((created.name, created.start) for created in change.create),
+        sorted(gi.gi_id for gi in change.add_compute),
+    )
+
+
+PLAN_CASES = [
+    pytest.param(
+        H100_BALANCED,
+        {"1g.10gb": 4, "3g.40gb": 1},
+        ([2, 9, 10], [3], [("1g.10gb", 0), ("1g.10gb", 1)], []),
+        id="balanced-to-4x1g-keeps-the-3g-and-both-1g",
+    ),
+    pytest.param(H100_BALANCED, {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}, ([2, 3, 9, 10], [], [], []), id="same-layout-keeps-all"),
+    pytest.param(
+        H100_BALANCED,
+        {"7g.80gb": 1},
+        ([], [2, 3, 9, 10], [("7g.80gb", 0)], []),
+        id="whole-gpu-replaces-all",
+    ),
+    pytest.param(
+        H100_PCIE_R525,
+        {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+        ([2, 7, 8], [9], [("2g.20gb", 2)], []),
+        id="r525-capture-to-balanced-drops-the-1g-blocking-the-2g",
+    ),
+    pytest.param(H100_PCIE_R525, {"1g.10gb": 4, "3g.40gb": 1}, ([2, 7, 8, 9], [], [("1g.10gb", 3)], []), id="only-additions"),
+    pytest.param(
+        H100_PCIE_R525,
+        {"3g.40gb": 2},
+        ([2], [7, 8, 9], [("3g.40gb", 0)], []),
+        id="second-3g-needs-the-lower-half",
+    ),
+    pytest.param(
+        [gi(2, "3g.40gb", 0), gi(7, "1g.10gb", 4), gi(8, "1g.10gb", 5)],
+        {"3g.40gb": 1, "4g.40gb": 1},
+        ([], [2, 7, 8], [("3g.40gb", 4), ("4g.40gb", 0)], []),
+        id="3g-at-0-must-move-because-4g-only-fits-at-0",
+    ),
+    pytest.param(
+        [gi(7, "1g.10gb", 0), gi(8, "1g.10gb", 1, compute=False)],
+        {"1g.10gb": 2},
+        ([7, 8], [], [], [8]),
+        id="gi-without-compute-instance-is-completed",
+    ),
+    pytest.param(
+        A100_R580_PARTIAL_CIS,
+        {"1g.5gb": 1, "2g.10gb": 1, "4g.20gb": 1},
+        ([2, 9], [3], [("2g.10gb", 4)], []),
+        id="gi-split-into-compute-instances-is-replaced",
+    ),
+    pytest.param(
+        [], {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}, ([], [], [("1g.10gb", 2), ("1g.10gb", 3), ("2g.20gb", 0), ("3g.40gb", 4)], []), id="from-empty"
+    ),
+]
+
+
+@pytest.mark.parametrize("instances, wanted, expected", PLAN_CASES)
+def test_plan_layout(instances, wanted, expected):
+    model = A100_40GB if instances is A100_R580_PARTIAL_CIS else H100
+    assert geometry(plan_layout(model, instances, wanted)) == expected
+
+
+def test_minimal_disruption_keeps_the_3g_instance_and_its_id():
+    change = plan_layout(H100, H100_BALANCED, {"1g.10gb": 4, "3g.40gb": 1})
+    kept_3g = [instance for instance in change.keep if instance.name == "3g.40gb"]
+    assert kept_3g == [GpuInstance(2, 9, "3g.40gb", 4, 4, (ComputeInstance(0, 2, "3g.40gb"),))]
+    assert [instance.name for instance in change.destroy] == ["2g.20gb"]
+
+
+@pytest.mark.parametrize(
+    "model, wanted",
+    [
+        (H100, {"1g.10gb": 7}),
+        (H100, {"1g.10gb+me": 1, "1g.10gb": 6}),
+        (H100, {"1g.20gb": 4}),
+        (H100, {"2g.20gb": 3, "1g.10gb": 1}),
+        (H100, {"4g.40gb": 1, "3g.40gb": 1}),
+        (H100, {"4g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1}),
+        (A100_40GB, {"1g.10gb": 4}),
+        (A30, {"1g.6gb": 4}),
+        (A30, {"2g.12gb": 1, "1g.6gb": 2}),
+        (A30, {"4g.24gb": 1}),
+    ],
+)
+def test_full_layouts_are_placed_without_overlap(model, wanted):
+    check_layout(model, wanted)
+    created = plan_layout(model, [], wanted).create
+    slices = [slice_ for instance in created for slice_ in range(instance.start, instance.start + instance.size)]
+    assert len(slices) == len(set(slices))
+    assert all(instance.start in model.profile(instance.name).starts for instance in created)
+    assert sorted(instance.name for instance in created) == sorted(name for name, count in wanted.items() for dummy in range(count))
+
+
+LAYOUT_ERRORS = [
+    pytest.param(
+        A100_40GB,
+        {"3g.40gb": 1},
+        "an NVIDIA A100-SXM4-40GB has no MIG profile 3g.40gb; its profiles are 1g.5gb, 1g.5gb+me, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb",
+        id="unknown-profile-for-the-model",
+    ),
+    pytest.param(
+        H100, {"1c.3g.40gb": 2}, "1c.3g.40gb is a compute-instance profile of 3g.40gb, and only full GPU-instance profiles can be applied", id="ci-profile"
+    ),
+    pytest.param(H100, {"1g.10gb": 8}, "it asks for 8 of 1g.10gb, but an NVIDIA H100 80GB HBM3 holds at most 7", id="over-max-count"),
+    pytest.param(A100_40GB, {"1g.10gb": 7}, "it asks for 7 of 1g.10gb, but an NVIDIA A100-SXM4-40GB holds at most 4", id="1g.10gb-x7-on-a100-40gb"),
+    pytest.param(H100, {"2g.20gb": 3, "3g.40gb": 1}, "it needs 9 compute slices, but an NVIDIA H100 80GB HBM3 has 7", id="over-compute"),
+    pytest.param(
+        H100,
+        {"3g.40gb": 2, "1g.10gb": 1},
+        "it fits in instance counts and compute slices, but its instances need 9 memory slices and an NVIDIA H100 80GB HBM3 has 8",
+        id="fits-in-count-not-in-placement",
+    ),
+    pytest.param(
+        A30,
+        {"2g.12gb": 2, "1g.6gb": 1},
+        "it needs 5 compute slices, but an NVIDIA A30 has 4",
+        id="a30-compute",
+    ),
+]
+
+
+@pytest.mark.parametrize("model, wanted, message", LAYOUT_ERRORS)
+def test_check_layout_refuses(model, wanted, message):
+    with pytest.raises(LayoutError) as error:
+        check_layout(model, wanted)
+    assert str(error.value) == message
+
+
+def test_plan_restore_returns_to_the_exact_placements():
+    before = [gi(2, "3g.40gb", 4), gi(3, "2g.20gb", 0), gi(9, "1g.10gb", 2)]
+    # A failed change left: the 3g kept, the 2g destroyed, one new 1g at 0 and the old 1g without its compute instance.
+    now = [gi(2, "3g.40gb", 4), gi(7, "1g.10gb", 0), gi(9, "1g.10gb", 2, compute=False)]
+    change = plan_restore(now, before)
+    assert geometry(change) == ([2, 9], [7], [("2g.20gb", 0)], [9])
+
+
+def node_gpu(index, name="NVIDIA H100 80GB HBM3", current="Enabled", pending=None):
+    return {
+        "index": index,
+        "uuid": f"GPU-{index}",
+        "name": name,
+        "pci_bus_id": f"00000000:{index + 16:02X}:00.0",
+        "mig_capable": current is not None,
+        "mig_mode_current": current,
+        "mig_mode_pending": current if pending is None else pending,
+        "persistence_mode": "Disabled",
+    }
+
+
+def test_plan_node_per_gpu():
+    gpus = [
+        node_gpu(0),
+        node_gpu(1),
+        node_gpu(2, current="Disabled"),
+        node_gpu(3, name="NVIDIA A100-SXM4-80GB", current="Disabled", pending="Enabled"),
+        node_gpu(4),
+        node_gpu(5, current="Enabled", pending="Disabled"),
+        node_gpu(6, name="NVIDIA L40S", current=None),
+    ]
+    instances = {0: H100_BALANCED, 1: H100_BALANCED, 4: H100_BALANCED, 5: [gi(1, "4g.40gb", 0)]}
+    balanced = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+    wanted = {
+        0: WantedGpu(True, balanced),
+        1: WantedGpu(True, {"1g.10gb": 4, "3g.40gb": 1}),
+        2: WantedGpu(True, balanced),
+        3: WantedGpu(True, balanced),
+        4: WantedGpu(False, {}),
+        5: WantedGpu(True, {"4g.40gb": 1}),
+    }
+    plans = plan_node("mixed", gpus, instances, wanted)
+    summary = [(plan.index, plan.changed, plan.disruptive, plan.request_mode, plan.mode_changes, geometry(plan.layout)) for plan in plans]
+    assert summary == [
+        (0, False, False, None, False, ([2, 3, 9, 10], [], [], [])),
+        (1, True, True, None, False, ([2, 9, 10], [3], [("1g.10gb", 0), ("1g.10gb", 1)], [])),
+        (2, True, True, True, True, ([], [], [("1g.10gb", 2), ("1g.10gb", 3), ("2g.20gb", 0), ("3g.40gb", 4)], [])),
+        (3, True, True, None, True, ([], [], [("1g.10gb", 2), ("1g.10gb", 3), ("2g.20gb", 0), ("3g.40gb", 4)], [])),
+        (4, True, True, False, True, ([], [2, 3, 9, 10], [], [])),
+        (5, True, True, True, False, ([1], [], [], [])),
+    ]
+    assert planned_actions(plans) == [
+        "GPU 1: destroy GPU instance 3 (2g.20gb at 0:2) with its compute instances",
+        "GPU 1: create GPU instances 1g.10gb at 0:1, 1g.10gb at 1:1, each with a full compute instance",
+        "GPU 2: enable MIG mode",
+        "GPU 2: create GPU instances 3g.40gb at 4:4, 2g.20gb at 0:2, 1g.10gb at 2:1, 1g.10gb at 3:1, each with a full compute instance",
+        "GPU 3: reset if the MIG mode change is still pending, as Ampere GPUs need",
+        "GPU 3: create GPU instances 3g.40gb at 4:4, 2g.20gb at 0:2, 1g.10gb at 2:1, 1g.10gb at 3:1, each with a full compute instance",
+        "GPU 4: destroy GPU instances 9 (1g.10gb at 2:1), 10 (1g.10gb at 3:1), 3 (2g.20gb at 0:2), 2 (3g.40gb at 4:4) with their compute instances",
+        "GPU 4: disable MIG mode",
+        "GPU 5: enable MIG mode",
+    ]
+
+
+@pytest.mark.parametrize(
+    "gpu, wanted, message",
+    [
+        pytest.param(
+            node_gpu(0, name="NVIDIA A100-SXM4-40GB"),
+            WantedGpu(True, {"3g.40gb": 1}),
+            "Layout 'big' cannot be applied to GPU 0, an NVIDIA A100-SXM4-40GB: an NVIDIA A100-SXM4-40GB has no MIG profile 3g.40gb; "
+            "its profiles are 1g.5gb, 1g.5gb+me, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb.",
+            id="unknown-profile",
+        ),
+        pytest.param(
+            node_gpu(0, name="NVIDIA B200"),
+            WantedGpu(True, {}),
+            "Layout 'big' cannot be applied to GPU 0, an NVIDIA B200: this collection has no MIG profile table for that model, "
+            "so it cannot check or place instances on it.",
+            id="model-without-table",
+        ),
+    ],
+)
+def test_plan_node_refuses(gpu, wanted, message):
+    with pytest.raises(LayoutError) as error:
+        plan_node("big", [gpu], {}, {0: wanted})
+    assert str(error.value) == message
+
+
+def test_a_model_without_table_may_be_switched_off():
+    plans = plan_node("off", [node_gpu(0, name="NVIDIA B200", current="Disabled")], {}, {0: WantedGpu(False, {})})
+    assert not plans[0].changed
+
+
+def test_layout_counts_use_catalogue_names_and_count_compute_instances():
+    drifted = [GpuInstance(2, 9, "3g.39gb", 4, 4, (ComputeInstance(0, 2, "3g.39gb"),))]
+    assert layout_counts(H100, drifted) == {"3g.40gb": 1}
+    assert layout_counts(A100_40GB, A100_R580_PARTIAL_CIS) == {"1g.5gb": 1, "1c.2g.10gb": 2, "4g.20gb": 1}
+    assert layout_counts(None, drifted) == {"3g.39gb": 1}
+
+
+class FakeSmi:
+    """A node in memory that answers like NvidiaSmi: Hopper GPUs switch mode at once, Ampere ones wait for a reset."""
+
+    def __init__(self, gpus, instances, holders=(), failing_create=None, clients=()):
+        self.clients = list(clients)
+        self.gpus = {gpu["index"]: dict(gpu) for gpu in gpus}
+        self.instances = {index: list(gis) for index, gis in instances.items()}
+        self.holders = list(holders)
+        self.failing_create = failing_create
+        self.calls = []
+        self.next_id = 20
+
+    def read_gpus(self):
+        self.calls.append("read_gpus")
+        return [dict(gpu) for gpu in self.gpus.values()]
+
+    def read_instances(self, index=None):
+        self.calls.append(("read_instances", index))
+        return {i: list(gis) for i, gis in self.instances.items() if gis and index in (None, i)}
+
+    def set_mig_mode(self, index, enabled):
+        self.calls.append(("set_mig_mode", index, enabled))
+        gpu = self.gpus[index]
+        gpu["mig_mode_pending"] = "Enabled" if enabled else "Disabled"
+        if "A100" not in gpu["name"]:
+            gpu["mig_mode_current"] = gpu["mig_mode_pending"]
+        return ""
+
+    def reset(self, index):
+        self.calls.append(("reset", index))
+        if self.holders:
+            return False, "The following GPUs could not be reset:\n  GPU 00000000:07:00.0: In use by another client\n"
+        self.gpus[index]["mig_mode_current"] = self.gpus[index]["mig_mode_pending"]
+        return True, ""
+
+    def destroy(self, index, instances):
+        self.calls.append(("destroy", index, tuple(instance.gi_id for instance in instances)))
+        doomed = {instance.gi_id for instance in instances}
+        self.instances[index] = [instance for instance in self.instances.get(index, []) if instance.gi_id not in doomed]
+
+    def create(self, index, placements):
+        self.calls.append(("create", index, tuple(placements)))
+        for number, (profile_id, start) in enumerate(placements):
+            if self.failing_create == (index, number):
+                raise MigCommandError(["nvidia-smi", "mig", "-cgi"], 23, "Failed to create GPU instances: Insufficient Resources\n", "")
+            profile = H100.profile_by_id(profile_id)
+            self.next_id += 1
+            self.instances.setdefault(index, []).append(gi(self.next_id, profile.name, start))
+
+    def driver_clients(self):
+        self.calls.append("driver_clients")
+        return list(self.clients)
+
+    def create_compute_instances(self, index, gi_ids):
+        self.calls.append(("create_compute_instances", index, tuple(gi_ids)))
+
+
+def mutations(smi):
+    return [call for call in smi.calls if call not in ("read_gpus", "driver_clients") and call[0] != "read_instances"]
+
+
+def test_apply_keeps_what_stays_and_reports_the_steps():
+    gpus = [node_gpu(0), node_gpu(1, current="Disabled")]
+    plans = plan_node("x", gpus, {0: H100_BALANCED}, {0: WantedGpu(True, {"1g.10gb": 4, "3g.40gb": 1}), 1: WantedGpu(True, {"7g.80gb": 1})})
+    smi = FakeSmi(gpus, {0: H100_BALANCED})
+    outcome = apply_plans(plans, smi)
+    assert mutations(smi) == [("set_mig_mode", 1, True), ("destroy", 0, (3,)), ("create", 0, ((19, 0), (19, 1))), ("create", 1, ((0, 0),))]
+    assert outcome.failure is None and not outcome.blocked
+    assert [instance.gi_id for instance in smi.instances[0]][:3] == [9, 10, 2]
+    gpus_after, instances_after = smi.read_gpus(), smi.read_instances()
+    assert summarize("x", plans, outcome, gpus_after, instances_after) == (False, "Layout 'x' is applied; GPUs 0, 1 were changed.")
+    assert report_gpus(gpus_after, instances_after) == [
+        {"index": 0, "uuid": "GPU-0", "name": "NVIDIA H100 80GB HBM3", "mig_enabled": True, "mig_devices": {"1g.10gb": 4, "3g.40gb": 1}},
+        {"index": 1, "uuid": "GPU-1", "name": "NVIDIA H100 80GB HBM3", "mig_enabled": True, "mig_devices": {"7g.80gb": 1}},
+    ]
+
+
+def test_apply_stops_at_a_failed_create_and_restores_that_gpu():
+    gpus = [node_gpu(0), node_gpu(1)]
+    wanted = {0: WantedGpu(True, {"1g.10gb": 4, "3g.40gb": 1}), 1: WantedGpu(True, {"1g.10gb": 4, "3g.40gb": 1})}
+    plans = plan_node("x", gpus, {0: H100_BALANCED, 1: H100_BALANCED}, wanted)
+    smi = FakeSmi(gpus, {0: H100_BALANCED, 1: H100_BALANCED}, failing_create=(0, 1))
+    outcome = apply_plans(plans, smi)
+    assert mutations(smi) == [("destroy", 0, (3,)), ("create", 0, ((19, 0), (19, 1))), ("destroy", 0, (21,)), ("create", 0, ((14, 0),))]
+    assert outcome.failed_gpu == 0 and outcome.restored
+    assert sorted((instance.name, instance.start) for instance in smi.instances[0]) == [("1g.10gb", 2), ("1g.10gb", 3), ("2g.20gb", 0), ("3g.40gb", 4)]
+    failed, message = summarize("x", plans, outcome, smi.read_gpus(), smi.read_instances())
+    assert failed
+    assert message == (
+        "Applying layout 'x' stopped at GPU 0: mig -cgi failed with exit code 23: Failed to create GPU instances: Insufficient Resources "
+        "(the driver found no room where the plan placed an instance, so something else changed the GPU meanwhile); "
+        "GPU 0 is back to its previous GPU instances, GPU 1 was left unchanged."
+    )
+
+
+def test_a_refused_reset_leaves_the_mode_pending_and_creates_nothing():
+    gpus = [node_gpu(0, name="NVIDIA A100-SXM4-80GB", current="Disabled"), node_gpu(1, name="NVIDIA A100-SXM4-80GB", current="Disabled")]
+    gpus[0]["persistence_mode"] = "Enabled"
+    plans = plan_node("x", gpus, {}, {0: WantedGpu(True, {"7g.80gb": 1}), 1: WantedGpu(True, {"7g.80gb": 1})})
+    processes = [{"pid": 4242, "process_name": "python3", "gpu_uuid": "GPU-1"}]
+    smi = FakeSmi(gpus, {}, holders=["nv-hostengine"], clients=["nv-hostengine (DCGM)", "the nvidia_drm kernel module"])
+    outcome = apply_plans(plans, smi, processes)
+    assert mutations(smi) == [("set_mig_mode", 0, True), ("set_mig_mode", 1, True), ("reset", 0), ("reset", 1)]
+    assert outcome.blocked == {
+        0: "held by nv-hostengine (DCGM), the nvidia_drm kernel module, persistence mode (nvidia-persistenced or nvidia-smi -pm 1)",
+        1: "held by nv-hostengine (DCGM), the nvidia_drm kernel module, PID 4242 (python3)",
+    }
+    assert outcome.actions[-2:] == ["GPU 0: reset refused, so the MIG mode change stays pending", "GPU 1: reset refused, so the MIG mode change stays pending"]
+    failed, message = summarize("x", plans, outcome, smi.read_gpus(), smi.read_instances())
+    assert not failed
+    assert message == (
+        "Layout 'x' is applied except on GPU 0 (held by nv-hostengine (DCGM), the nvidia_drm kernel module, "
+        "persistence mode (nvidia-persistenced or nvidia-smi -pm 1)), GPU 1 (held by nv-hostengine (DCGM), the nvidia_drm kernel module, "
+        "PID 4242 (python3)), whose MIG mode change waits for a GPU reset that could not be done; "
+        "free the GPU and run again, or reboot the node and run again."
+    )
+
+
+def test_an_ampere_reset_that_succeeds_lets_the_layout_follow():
+    gpus = [node_gpu(0, name="NVIDIA A100-SXM4-80GB", current="Disabled")]
+    plans = plan_node("x", gpus, {}, {0: WantedGpu(True, {"7g.80gb": 1})})
+    smi = FakeSmi(gpus, {})
+    outcome = apply_plans(plans, smi)
+    assert mutations(smi) == [("set_mig_mode", 0, True), ("reset", 0), ("create", 0, ((0, 0),))]
+    assert not outcome.blocked
+
+
+def test_nothing_to_do_calls_nothing():
+    plans = plan_node("x", [node_gpu(0)], {0: H100_BALANCED}, {0: WantedGpu(True, {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1})})
+    smi = FakeSmi([node_gpu(0)], {0: H100_BALANCED})
+    outcome = apply_plans(plans, smi)
+    assert smi.calls == [] and outcome.actions == []
+    assert summarize("x", plans, outcome, [node_gpu(0)], {0: H100_BALANCED}) == (False, "Layout 'x' is already applied on 1 GPU.")
+
+
+def test_busy_gpus_are_those_a_disruptive_change_would_touch():
+    gpus = [node_gpu(0), node_gpu(1), node_gpu(2)]
+    instances = {0: H100_PCIE_R525, 1: H100_PCIE_R525, 2: H100_PCIE_R525}
+    wanted = {0: WantedGpu(True, {"1g.10gb": 4, "3g.40gb": 1}), 1: WantedGpu(True, {"7g.80gb": 1}), 2: WantedGpu(True, {"7g.80gb": 1})}
+    plans = plan_node("x", gpus, instances, wanted)
+    processes = [
+        {"pid": 11, "process_name": "python3", "gpu_uuid": "GPU-0"},
+        {"pid": 12, "process_name": "python3", "gpu_uuid": "GPU-1"},
+        {"pid": 13, "process_name": "trainer", "gpu_uuid": "GPU-1"},
+    ]
+    busy = busy_gpus(plans, processes)
+    assert sorted(busy) == [1]
+    assert busy_message(busy) == "Compute processes run on GPUs whose MIG layout must change: GPU 1 runs PIDs 12 (python3), 13 (trainer)."
+
+
+def test_check_mode_report_shows_the_plan():
+    gpus = [node_gpu(0), node_gpu(1, name="NVIDIA L40S", current=None)]
+    plans = plan_node("x", gpus, {0: H100_BALANCED}, {0: WantedGpu(True, {"7g.80gb": 1})})
+    assert report_gpus(gpus, {0: H100_BALANCED}, plans) == [
+        {"index": 0, "uuid": "GPU-0", "name": "NVIDIA H100 80GB HBM3", "mig_enabled": True, "mig_devices": {"7g.80gb": 1}},
+        {"index": 1, "uuid": "GPU-1", "name": "NVIDIA L40S", "mig_enabled": False, "mig_devices": {}},
+    ]
+    assert summarize("x", plans, None, gpus, {0: H100_BALANCED}) == (False, "Layout 'x' would change GPU 0.")
+
+
+def test_a_layout_the_driver_did_not_apply_is_a_failure():
+    gpus = [node_gpu(0)]
+    plans = plan_node("x", gpus, {0: H100_BALANCED}, {0: WantedGpu(True, {"7g.80gb": 1})})
+    outcome = apply_plans(plans, FakeSmi(gpus, {0: H100_BALANCED}))
+    assert summarize("x", plans, outcome, gpus, {0: H100_BALANCED}) == (
+        True,
+        "After the changes nvidia-smi does not list layout 'x' on GPU 0; gpus shows what it lists.",
+    )
+
+
+def test_layout_change_is_false_when_empty():
+    assert not LayoutChange(keep=(gi(1, "7g.80gb", 0),))
+    assert LayoutChange(create=(new("7g.80gb", 0),))
+
+
+def test_a_gpu_that_cannot_be_reset_says_so_rather_than_naming_holders():
+    gpus = [node_gpu(0, name="NVIDIA A100-SXM4-80GB", current="Disabled")]
+    plans = plan_node("x", gpus, {}, {0: WantedGpu(True, {"7g.80gb": 1})})
+    smi = FakeSmi(gpus, {}, holders=["passthrough"], clients=["nvidia-persistenced"])
+    smi.reset = lambda index: (False, (FIXTURES / "reset__not_supported_passthrough.txt").read_text(encoding="utf-8"))
+    outcome = apply_plans(plans, smi)
+    assert outcome.blocked == {0: "it cannot be reset on this host, as in a passthrough VM"}

@@ -1,0 +1,198 @@
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import model_info
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import MIG_MODELS, is_full_compute_instance, is_profile_name, mig_model
+from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import parse_gpu_instance_profiles
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mig"
+EIGHT_SLICE_MODELS = [name for name, model in MIG_MODELS.items() if model.memory_slices == 8]
+
+# (nvidia-smi ID, name, max count) per model, as shared/reference/mig.md section 3.2 lists them from -lgip captures.
+PROFILE_TABLES = {
+    "NVIDIA A100-SXM4-40GB": [
+        (19, "1g.5gb", 7),
+        (20, "1g.5gb+me", 1),
+        (15, "1g.10gb", 4),
+        (14, "2g.10gb", 3),
+        (9, "3g.20gb", 2),
+        (5, "4g.20gb", 1),
+        (0, "7g.40gb", 1),
+    ],
+    "NVIDIA A100-SXM4-80GB": [
+        (19, "1g.10gb", 7),
+        (20, "1g.10gb+me", 1),
+        (15, "1g.20gb", 4),
+        (14, "2g.20gb", 3),
+        (9, "3g.40gb", 2),
+        (5, "4g.40gb", 1),
+        (0, "7g.80gb", 1),
+    ],
+    "NVIDIA A100 80GB PCIe": [
+        (19, "1g.10gb", 7),
+        (20, "1g.10gb+me", 1),
+        (15, "1g.20gb", 4),
+        (14, "2g.20gb", 3),
+        (9, "3g.40gb", 2),
+        (5, "4g.40gb", 1),
+        (0, "7g.80gb", 1),
+    ],
+    "NVIDIA H100 80GB HBM3": [
+        (19, "1g.10gb", 7),
+        (20, "1g.10gb+me", 1),
+        (15, "1g.20gb", 4),
+        (14, "2g.20gb", 3),
+        (9, "3g.40gb", 2),
+        (5, "4g.40gb", 1),
+        (0, "7g.80gb", 1),
+    ],
+    "NVIDIA H100 PCIe": [
+        (19, "1g.10gb", 7),
+        (20, "1g.10gb+me", 1),
+        (15, "1g.20gb", 4),
+        (14, "2g.20gb", 3),
+        (9, "3g.40gb", 2),
+        (5, "4g.40gb", 1),
+        (0, "7g.80gb", 1),
+    ],
+    "NVIDIA H100 NVL": [
+        (19, "1g.12gb", 7),
+        (20, "1g.12gb+me", 1),
+        (15, "1g.24gb", 4),
+        (14, "2g.24gb", 3),
+        (9, "3g.47gb", 2),
+        (5, "4g.47gb", 1),
+        (0, "7g.94gb", 1),
+    ],
+    "NVIDIA H200": [
+        (19, "1g.18gb", 7),
+        (20, "1g.18gb+me", 1),
+        (15, "1g.35gb", 4),
+        (14, "2g.35gb", 3),
+        (9, "3g.71gb", 2),
+        (5, "4g.71gb", 1),
+        (0, "7g.141gb", 1),
+    ],
+    "NVIDIA A30": [(14, "1g.6gb", 4), (21, "1g.6gb+me", 1), (5, "2g.12gb", 2), (0, "4g.24gb", 1)],
+}
+
+
+def fixture_text(name):
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+def recorded_placements(name):
+    """Return ``{profile id: (starts, size)}`` from a recorded ``nvidia-smi mig -lgipp`` output."""
+    line = re.compile(r"^GPU +\d+ Profile ID +(\d+) Placements? *: \{([\d,]+)\}:(\d+)$")
+    placements = {}
+    for match in map(line.match, fixture_text(name).splitlines()):
+        placements[int(match.group(1))] = (tuple(int(start) for start in match.group(2).split(",")), int(match.group(3)))
+    return placements
+
+
+def test_the_catalogue_covers_the_models_of_the_collection():
+    assert sorted(MIG_MODELS) == sorted(PROFILE_TABLES)
+
+
+@pytest.mark.parametrize("gpu_name", sorted(PROFILE_TABLES))
+def test_profiles_match_the_recorded_tables(gpu_name):
+    profiles = mig_model(gpu_name).profiles
+    assert [(profile.profile_id, profile.name, profile.max_count) for profile in profiles] == PROFILE_TABLES[gpu_name]
+
+
+@pytest.mark.parametrize("gpu_name", sorted(PROFILE_TABLES))
+def test_every_catalogued_model_is_a_known_mig_capable_gpu(gpu_name):
+    assert model_info(gpu_name)["mig_capable"] is True
+
+
+@pytest.mark.parametrize(
+    "fixture, gpu_name",
+    [
+        pytest.param("lgip__h100_pcie__r525_layout_a.txt", "NVIDIA H100 PCIe", id="h100-pcie-r525"),
+        pytest.param("lgip__a100_sxm4_40gb__r580_layout_b.txt", "NVIDIA A100-SXM4-40GB", id="a100-40gb-r580"),
+    ],
+)
+def test_profiles_match_what_the_driver_printed(fixture, gpu_name):
+    printed = [(row.profile_id, row.name, row.total) for row in parse_gpu_instance_profiles(fixture_text(fixture))]
+    assert printed == [(profile.profile_id, profile.name, profile.max_count) for profile in mig_model(gpu_name).profiles]
+
+
+@pytest.mark.parametrize("gpu_name", EIGHT_SLICE_MODELS)
+def test_eight_slice_placements_match_the_recorded_lgipp(gpu_name):
+    recorded = recorded_placements("lgipp__8_slice__mig_guide.txt")
+    assert {profile.profile_id: (profile.starts, profile.memory_slices) for profile in mig_model(gpu_name).profiles} == recorded
+
+
+def test_a30_placements_match_the_recorded_lgipp():
+    recorded = recorded_placements("lgipp__a30.txt")
+    assert {profile.profile_id: (profile.starts, profile.memory_slices) for profile in mig_model("NVIDIA A30").profiles} == recorded
+
+
+@pytest.mark.parametrize("gpu_name", sorted(PROFILE_TABLES))
+def test_geometry_is_consistent(gpu_name):
+    model = mig_model(gpu_name)
+    for profile in model.profiles:
+        assert all(start + profile.memory_slices <= model.memory_slices for start in profile.starts)
+        assert profile.compute_slices <= model.compute_slices
+        assert profile.max_count <= len(profile.starts)
+
+
+@pytest.mark.parametrize("gpu_name", ["NVIDIA L40S", "NVIDIA B200", "H100 80GB HBM3", ""])
+def test_models_without_a_table(gpu_name):
+    assert mig_model(gpu_name) is None
+
+
+def test_lookup_by_name_and_id():
+    model = mig_model("NVIDIA H100 80GB HBM3")
+    assert model.profile("3g.40gb") is model.profile_by_id(9)
+    assert model.profile("3g.39gb") is None
+    assert model.profile_by_id(21) is None
+
+
+@pytest.mark.parametrize(
+    "profile, names",
+    [
+        ("1g.10gb", ()),
+        ("2g.20gb", ("1c.2g.20gb",)),
+        ("3g.40gb", ("1c.3g.40gb", "2c.3g.40gb")),
+        ("7g.80gb", ("1c.7g.80gb", "2c.7g.80gb", "3c.7g.80gb", "4c.7g.80gb")),
+    ],
+)
+def test_compute_instance_profiles(profile, names):
+    assert mig_model("NVIDIA H100 80GB HBM3").profile(profile).compute_instance_names() == names
+
+
+@pytest.mark.parametrize(
+    "name, valid",
+    [
+        ("1g.10gb", True),
+        ("1c.3g.40gb", True),
+        ("1g.10gb+me", True),
+        ("1g.24gb+me.all", True),
+        ("1g.24gb-me", True),
+        ("7g.141gb", True),
+        ("1g.10GB", False),
+        ("1g10gb", False),
+        ("g.10gb", False),
+        ("1g.10gb+", False),
+        ("1g.10gb+1me", False),
+        ("MIG 1g.10gb", False),
+        ("", False),
+        (7, False),
+    ],
+)
+def test_is_profile_name(name, valid):
+    assert is_profile_name(name) is valid
+
+
+@pytest.mark.parametrize("name, full", [("3g.40gb", True), ("3c.3g.40gb", True), ("1c.3g.40gb", False), ("2c.7g.80gb", False), ("MIG 3g.40gb", False)])
+def test_is_full_compute_instance(name, full):
+    assert is_full_compute_instance(name) is full
