@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import string
 import subprocess
@@ -63,6 +64,25 @@ def check_spec(path: Path, spec: object) -> None:
             raise SpecError(f'{path}: each file needs `dest` and exactly one of `src` or `content`.')
         if 'src' in entry and not (LAB_DIR / entry['src']).is_file():
             raise SpecError(f'{path}: {entry["src"]} does not exist under lab/.')
+
+
+def running_kernel_headers_spec() -> dict:
+    """A stand-in linux-headers package for the kernel this machine runs, which every lab node shares.
+
+    Real servers get headers for their kernel from the distribution; the lab's containers run the build
+    machine's kernel, for which no distribution has headers, so the mirror publishes a stand-in under the
+    distribution's name. Roles then check for and install headers exactly as on a real server.
+    """
+    release = os.uname().release
+    numeric = re.match(r'\d+(?:\.\d+)*', release)
+    return {
+        'name': f'linux-headers-{release}',
+        'versions': [f'{numeric.group(0) if numeric else "0"}-1'],
+        'section': 'kernel',
+        'description': f'Header files for Linux {release}\nLab stand-in generated for the running kernel: no header is installed.',
+        'files': [{'dest': f'/usr/src/linux-headers-{release}/README.lab',
+                   'content': f'Lab stand-in for the headers of Linux {release}; DKMS builds nothing in the lab.\n'}],
+    }
 
 
 def upstream_version(version: str) -> str:
@@ -182,7 +202,7 @@ def inputs_digest(specs: list[dict], fingerprint: str) -> str:
 
 
 def build(output: Path) -> None:
-    specs = load_specs(LAB_DIR / 'mirror' / 'packages')
+    specs = load_specs(LAB_DIR / 'mirror' / 'packages') + [running_kernel_headers_spec()]
     gnupg_home = output / 'gnupg'
     fingerprint = ensure_signing_key(gnupg_home)
     # The mirror container serves published/repo; a new build is swapped in by renames so that a

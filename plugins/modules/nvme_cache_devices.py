@@ -1,0 +1,461 @@
+#!/usr/bin/python
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nvme_cache_devices
+short_description: Choose the disks of a node's NVMe dataset cache, refusing any disk that is not safe to use
+version_added: 0.1.0
+description:
+  - Reads the node's block devices and decides which disks the NVMe cache is built on, and how. One disk gets
+    one XFS filesystem. Several disks get an mdadm RAID0 array with XFS on it. Disks that already carry the
+    cache in that shape are adopted, not rebuilt.
+  - The disks are named in O(devices) by path, serial, WWN/EUI or model. Without O(devices), O(discover=true)
+    takes every local PCIe NVMe disk that is not the OS disk, not mounted, not in use, and at least O(min_size_gib) large.
+  - The OS disk is never used, whatever the options say. That is every disk under V(/), V(/boot), V(/boot/efi),
+    V(/usr), V(/var) and swap, through partitions, md arrays and LVM, whether mounted now or named by C(/etc/fstab).
+  - A disk that carries a filesystem, a partition table, a RAID or LVM signature or an encrypted volume is
+    refused unless O(wipe=true) and O(host) is listed in O(wipe_confirm); the plan then lists it under C(wipe).
+    Mounted or held disks are refused in every case.
+  - The module only reads. It never writes to a disk, and runs the same way in check mode. When it refuses, it fails
+    with one sentence per disk and the evidence in RV(devices), RV(refusals) and RV(protected).
+author:
+  - onprem.gpu maintainers (@onprem-gpu)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads; it runs the same way in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  devices:
+    description:
+      - The allow-list. Each entry is an absolute path (V(/dev/disk/by-id/nvme-eui.0025388b91b0a5c2), V(/dev/nvme3n1)),
+        a serial number, a WWN/EUI (V(eui.0025388b91b0a5c2)) or a model (every disk of that model).
+      - A path that does not exist, and an entry that matches no disk, are refused.
+      - Stable C(/dev/disk/by-id) paths are safer than kernel names, which can change between boots.
+    type: list
+    elements: str
+    default: []
+  discover:
+    description:
+      - Without O(devices), take every local PCIe NVMe disk that is not the OS disk, not mounted, not in use, and
+        at least O(min_size_gib) large. Disks left out by these rules are listed in RV(excluded).
+      - A discovered disk that carries data is refused, not left out, so that the cache never silently shrinks.
+    type: bool
+    default: false
+  min_size_gib:
+    description: Smallest disk, in GiB, that discovery takes.
+    type: int
+    default: 0
+  expected_count:
+    description: Number of disks the selection must have; another number is refused. V(0) accepts any number.
+    type: int
+    default: 0
+  array_name:
+    description:
+      - Name of the mdadm array (C(--name)); a RAID0 whose members carry this name, over exactly the selected
+        disks, is the cache and is adopted.
+    type: str
+    default: nvme_cache
+  label:
+    description: XFS label of the cache; one disk holding only an XFS filesystem with this label is the cache and is adopted.
+    type: str
+    default: nvme_cache
+  mount_point:
+    description:
+      - Where the cache is mounted. Something else mounted there is refused. An unmounted directory with entries
+        in it is refused too, because the cache would hide them.
+    type: path
+    default: /raid
+  wipe:
+    description: Allow erasing disks that carry data, together with O(wipe_confirm). Mounted or held disks are never erased.
+    type: bool
+    default: false
+  wipe_confirm:
+    description: Hosts on which O(wipe=true) is honoured; the module compares O(host) with each entry.
+    type: list
+    elements: str
+    default: []
+  host:
+    description: The name of this host as O(wipe_confirm) lists it and messages say it; defaults to the node's hostname.
+    type: str
+  allow_loop:
+    description:
+      - Accept loop devices named by path in O(devices), for the lab, whose disks are loop devices.
+      - Loop devices are never discovered and never matched by serial or model.
+    type: bool
+    default: false
+notes:
+  - Commands run with C(LC_ALL=C). C(lsblk), C(wipefs) and C(blkid) come from util-linux.
+    C(nvme) (nvme-cli) adds models and serials where lsblk lacks them.
+    C(mdadm) reads RAID superblocks. Both are optional.
+  - Signatures are read with C(wipefs) and C(blkid -p) from each disk itself, not from lsblk, which reports
+    filesystems only where udev recorded them.
+  - A disk that the kernel refuses to open exclusively is in use even when nothing in this mount namespace
+    shows why. It may be mounted in a container, be active swap, or be held by a driver.
+seealso:
+  - name: The nvme_cache role
+    description: Builds, mounts and verifies the cache on the disks this module selects.
+    link: https://example.invalid/onprem-gpu/onprem.gpu/-/tree/main/roles/nvme_cache
+"""
+
+EXAMPLES = r"""
+- name: Select the cache disks by stable path
+  onprem.gpu.nvme_cache_devices:
+    devices:
+      - /dev/disk/by-id/nvme-SAMSUNG_MZWLR3T8HBLS-00007_S6CKNA0T100001
+      - /dev/disk/by-id/nvme-SAMSUNG_MZWLR3T8HBLS-00007_S6CKNA0T100002
+    host: "{{ inventory_hostname }}"
+  register: cache_disks
+
+- name: Discover eight 3.84 TB drives, erasing leftovers on this host only
+  onprem.gpu.nvme_cache_devices:
+    discover: true
+    min_size_gib: 3000
+    expected_count: 8
+    wipe: true
+    wipe_confirm: [gpu-node-17]
+    host: "{{ inventory_hostname }}"
+
+- name: Show the plan
+  ansible.builtin.debug:
+    msg: "{{ cache_disks.plan.layout }} over {{ cache_disks.plan.devices | join(', ') }} ({{ cache_disks.plan.action }})"
+"""
+
+RETURN = r"""
+msg:
+  description: One sentence on the plan, or the refusal, one sentence per refused disk.
+  returned: always
+  type: str
+  sample: "Building the NVMe cache on gpu-node-01: RAID0 of 2 disks (/dev/nvme0n1, /dev/nvme1n1), 7.0 TiB."
+plan:
+  description: What the cache is to be; V(null) when the module refuses.
+  returned: always
+  type: dict
+  contains:
+    layout:
+      description: V(single) (XFS on the disk) or V(raid0) (XFS on an mdadm RAID0 array).
+      type: str
+      sample: raid0
+    action:
+      description: V(adopt) when the disks already carry the cache in this shape, V(create) when it is to be built.
+      type: str
+      sample: create
+    devices:
+      description: Paths of the selected disks, in the order the array is built.
+      type: list
+      elements: str
+      sample: [/dev/nvme0n1, /dev/nvme1n1]
+    wipe:
+      description: Paths of disks to erase before building, only with O(wipe) and O(wipe_confirm).
+      type: list
+      elements: str
+      sample: []
+    target:
+      description: The block device that carries the filesystem, the disk itself or C(/dev/md/<array_name>).
+      type: str
+      sample: /dev/md/nvme_cache
+    target_devno:
+      description: Major and minor number of RV(plan.target) when it exists, as V(major:minor).
+      type: str
+      sample: "9:127"
+    mounted:
+      description: Whether RV(plan.target) is mounted at O(mount_point).
+      type: bool
+      sample: false
+    size:
+      description: Sum of the selected disks' sizes, in bytes.
+      type: int
+      sample: 7681511964672
+    array:
+      description: For V(raid0), the array's name, UUID (when it exists) and assembled device (when active).
+      type: dict
+      sample: {"name": "nvme_cache", "uuid": null, "active_device": null}
+    assemble:
+      description: Whether an adopted array exists on its disks but is not assembled.
+      type: bool
+      sample: false
+devices:
+  description: The selected disks with what was read from them.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - path: /dev/nvme0n1
+      kname: nvme0n1
+      devno: "259:0"
+      type: disk
+      size: 3840755982336
+      model: SAMSUNG MZWLR3T8HBLS-00007
+      serial: S6CKNA0T100001
+      wwn: eui.3634473052100001
+      matched_by: path
+      entry: /dev/nvme0n1
+      signatures: []
+      partitions: []
+      state: blank
+refusals:
+  description: Why disks (or the request) were refused; each has C(device), C(reason) (a code) and C(message).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - device: /dev/nvme6n1
+      reason: has_data
+      message: "/dev/nvme6n1 holds an ext4 filesystem (label 'scratch'); it is erased only with wipe=true and gpu-node-01 listed in wipe_confirm."
+excluded:
+  description: Disks that discovery left out, each with C(device), C(reason) and C(message).
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+protected:
+  description: The devices the OS lives on, each with C(device) (kernel name), C(path) and C(reason).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - device: nvme4n1
+      path: /dev/nvme4n1
+      reason: it holds / through vg0-root on md0 on nvme4n1p2
+"""
+
+import errno
+import glob
+import os
+import socket
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.onprem.gpu.plugins.module_utils._blockdev import (
+    MD_MEMBER_TYPE,
+    BlockdevError,
+    Evidence,
+    MountPointState,
+    Request,
+    format_size,
+    merge_signatures,
+    parse_blkid_export,
+    parse_lsblk,
+    parse_mdadm_export,
+    parse_mountinfo,
+    parse_fstab,
+    parse_nvme_list,
+    parse_proc_swaps,
+    parse_wipefs,
+    plan_cache,
+    protected_disks,
+    protected_sources,
+    refusal_message,
+    select_candidates,
+)
+
+SYS_BLOCK = "/sys/block"
+ENVIRONMENT = {"LC_ALL": "C"}
+
+
+class Node:
+    """Reads the node: commands through the module, files from /proc and /sys."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def run(self, argv, ok=(0,)):
+        rc, stdout, stderr = self.module.run_command(argv, environ_update=ENVIRONMENT)
+        if rc not in ok:
+            message = f"{os.path.basename(argv[0])} failed with exit code {rc}: {_first_line(stderr or stdout)}"
+            self.module.fail_json(msg=message, cmd=argv, rc=rc, stdout=stdout, stderr=stderr)
+        return rc, stdout
+
+    def parsed(self, parser, argv, stdout):
+        try:
+            return parser(stdout)
+        except BlockdevError as error:
+            self.module.fail_json(msg=str(error), cmd=argv, stdout=stdout)
+
+    def block_tree(self):
+        argv = [self.module.get_bin_path("lsblk", required=True), "-J", "-b", "-O"]
+        dummy, stdout = self.run(argv)
+        return self.parsed(parse_lsblk, argv, stdout)
+
+    def nvme_namespaces(self):
+        nvme = self.module.get_bin_path("nvme")
+        if nvme is None:
+            return []
+        argv = [nvme, "list", "-o", "json"]
+        rc, stdout, dummy = self.module.run_command(argv, environ_update=ENVIRONMENT)
+        # nvme-cli fails when the node has no NVMe controller ("Failed to scan topology"): nothing to add then.
+        if rc != 0:
+            return []
+        try:
+            return parse_nvme_list(stdout)
+        except BlockdevError as error:
+            self.module.warn(f"{error} Models and serials come from lsblk alone.")
+            return []
+
+    def signatures(self, path):
+        wipefs_argv = [self.module.get_bin_path("wipefs", required=True), "--no-act", "--json", path]
+        dummy, wipefs_out = self.run(wipefs_argv)
+        blkid_argv = [self.module.get_bin_path("blkid", required=True), "-p", "-o", "export", path]
+        # blkid exits with 2 when it finds nothing on the device.
+        dummy, blkid_out = self.run(blkid_argv, ok=(0, 2))
+        return merge_signatures(self.parsed(parse_wipefs, wipefs_argv, wipefs_out), parse_blkid_export(blkid_out))
+
+    def md_superblock(self, path):
+        mdadm = self.module.get_bin_path("mdadm")
+        if mdadm is None:
+            return {}
+        # mdadm exits with 1 when the device has no md superblock.
+        dummy, stdout = self.run([mdadm, "--examine", "--export", path], ok=(0, 1))
+        return parse_mdadm_export(stdout)
+
+    def busy(self, path):
+        try:
+            descriptor = os.open(path, os.O_RDONLY | os.O_EXCL)
+        except OSError as error:
+            if error.errno == errno.EBUSY:
+                return True
+            self.module.fail_json(msg=f"{path} cannot be opened to check whether it is in use: {error.strerror}.")
+        os.close(descriptor)
+        return False
+
+    def evidence(self, candidate):
+        signatures = self.signatures(candidate.path)
+        md = self.md_superblock(candidate.path) if any(signature.type == MD_MEMBER_TYPE for signature in signatures) else {}
+        return Evidence(signatures=signatures, md=md, busy=self.busy(candidate.path))
+
+    @staticmethod
+    def resolve(path):
+        """Return {"rdev": devno of a block device or None, "dev": devno of the filesystem holding the file}, or None."""
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        rdev = f"{os.major(status.st_rdev)}:{os.minor(status.st_rdev)}" if stat.S_ISBLK(status.st_mode) else None
+        return {"rdev": rdev, "dev": f"{os.major(status.st_dev)}:{os.minor(status.st_dev)}"}
+
+    def path_devno(self, path):
+        found = self.resolve(path)
+        if found is None:
+            return None
+        return found["rdev"] or False
+
+    @staticmethod
+    def transports(tree):
+        transports = {}
+        for kname, device in tree.devices.items():
+            if not (device.is_nvme and device.type == "disk"):
+                continue
+            # Native NVMe multipath puts the controllers one level further down, under the subsystem.
+            paths = [os.path.join(SYS_BLOCK, kname, "device", "transport")] + sorted(glob.glob(os.path.join(SYS_BLOCK, kname, "device", "nvme*", "transport")))
+            transports[kname] = next((_read(path).strip() for path in paths if os.path.exists(path)), None)
+        return transports
+
+    def mount_point_state(self, mounts, mount_point):
+        here = [mount for mount in mounts if mount.mountpoint == mount_point]
+        if here:
+            mount = here[-1]
+            devno = mount.devno
+            if devno.startswith("0:") and mount.source.startswith("/"):
+                devno = (self.resolve(mount.source) or {}).get("rdev") or devno
+            return MountPointState(devno=devno, source=mount.source)
+        entries = len(os.listdir(mount_point)) if os.path.isdir(mount_point) else 0
+        return MountPointState(entries=entries)
+
+
+def build_request(module):
+    params = module.params
+    return Request(
+        entries=tuple(params["devices"]),
+        discover=params["discover"],
+        min_size=params["min_size_gib"] << 30,
+        expected_count=params["expected_count"],
+        array_name=params["array_name"],
+        label=params["label"],
+        mount_point=os.path.normpath(params["mount_point"]),
+        wipe=params["wipe"],
+        wipe_confirm=tuple(params["wipe_confirm"]),
+        host=params["host"] or socket.gethostname(),
+        allow_loop=params["allow_loop"],
+    )
+
+
+def summary(request, plan):
+    disks = ", ".join(plan["devices"])
+    shape = f"XFS on {disks}" if plan["layout"] == "single" else f"RAID0 of {len(plan['devices'])} disks ({disks})"
+    verb = "Adopting" if plan["action"] == "adopt" else "Building"
+    wipe = f", after erasing {', '.join(plan['wipe'])}" if plan["wipe"] else ""
+    return f"{verb} the NVMe cache on {request.host}: {shape}, {format_size(plan['size'])}{wipe}."
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            devices=dict(type="list", elements="str", default=[]),
+            discover=dict(type="bool", default=False),
+            min_size_gib=dict(type="int", default=0),
+            expected_count=dict(type="int", default=0),
+            array_name=dict(type="str", default="nvme_cache"),
+            label=dict(type="str", default="nvme_cache"),
+            mount_point=dict(type="path", default="/raid"),
+            wipe=dict(type="bool", default=False),
+            wipe_confirm=dict(type="list", elements="str", default=[]),
+            host=dict(type="str"),
+            allow_loop=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    request = build_request(module)
+    node = Node(module)
+    tree = node.block_tree()
+    tree.enrich(node.nvme_namespaces())
+    mounts = parse_mountinfo(_read("/proc/self/mountinfo"))
+    fstab = parse_fstab(_read("/etc/fstab"))
+    protected = protected_disks(tree, protected_sources(mounts, parse_proc_swaps(_read("/proc/swaps")), node.resolve, fstab), fstab)
+    path_devnos = {entry: node.path_devno(entry) for entry in request.entries if entry.startswith("/")}
+    candidates, refusals, excluded = select_candidates(request, tree, path_devnos, protected, node.transports(tree))
+    plan, devices = None, []
+    if not refusals:
+        evidence = {candidate.device.kname: node.evidence(candidate) for candidate in candidates}
+        plan, devices, refusals, found_in_use = plan_cache(
+            request, tree, candidates, evidence, node.mount_point_state(mounts, request.mount_point), discovered=not request.entries, fstab=fstab
+        )
+        excluded = excluded + found_in_use
+    result = dict(
+        changed=False,
+        plan=plan,
+        devices=devices,
+        refusals=[refusal.as_dict() for refusal in refusals],
+        excluded=excluded,
+        protected=[{"device": kname, "path": tree.devices[kname].path, "reason": reason} for kname, reason in protected.items()],
+    )
+    if refusals:
+        module.fail_json(msg=refusal_message(request, refusals), **result)
+    module.exit_json(msg=summary(request, plan), **result)
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _first_line(text):
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else "no output"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The network benchmark on the simulated rack, with two more H100 nodes in dc1
+# (tests/e2e/network_benchmark/inventory) so that pairs can localise a bad node:
+#   1. the healthy lab passes, and the report, the charts and the JUnit XML are written;
+#   2. a node with a degraded rail (a 400G link trained at 100G) fails the play, which names it alone;
+#   3. a node without RDMA fails it, named alone: with NCCL_NET=IB (the default) NCCL refuses to start,
+#      and without it the silent fall-back to TCP sockets is caught.
+# Faults are the lab's inventory knobs (lab_fabric_*), applied to one node by re-running lab.yml on it.
+# Needs the lab image and mirror (`make mirror-up`); starts any missing lab container; removes the two
+# extra nodes at the end (KEEP_EXTRA_NODES=1 keeps them) and leaves the rest of the lab running.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
+export CONTAINERS_CONF="$repo/lab/podman/containers.conf" ANSIBLE_CONFIG="$repo/ansible.cfg" ANSIBLE_NOCOLOR=1
+out="$repo/.build/e2e/network-benchmark"
+timings="$repo/.build/timings.txt"
+rm -rf "$out" && mkdir -p "$out"
+playbook=("$repo/.venv/bin/ansible-playbook" -i inventories/lab -i tests/e2e/network_benchmark/inventory)
+extra_nodes=(dc1-gpu3 dc1-gpu4)
+
+# Run a playbook, keep its output, record its wall time; $1 is the name, $2 the log, $3 the expected outcome.
+run_step() {
+    local name="$1" log="$out/$2.log" expect="$3"
+    shift 3
+    local start rc=0
+    start=$(date +%s)
+    "${playbook[@]}" "$@" >"$log" 2>&1 || rc=$?
+    local took=$(( $(date +%s) - start ))
+    if [[ "$expect" == pass && $rc -ne 0 ]] || [[ "$expect" == fail && $rc -eq 0 ]]; then
+        tail -n 40 "$log" >&2
+        echo "network benchmark e2e: $name should $expect but exited $rc; full log in $log" >&2
+        return 1
+    fi
+    echo "$name: $took s" | tee -a "$timings"
+}
+
+# The play's final message must name exactly these nodes.
+assert_named() {
+    local log="$out/$1.log"
+    shift
+    local message
+    message="$(grep -o '"msg": "[0-9]* node(s) failed the network benchmark: .*"' "$log" | head -n 1)"
+    if [[ -z "$message" ]]; then
+        echo "network benchmark e2e: $log has no failure message naming nodes" >&2
+        return 1
+    fi
+    local named
+    named="$(grep -oE '(^|: |\. )dc[0-9]-gpu[0-9]+: ' <<<"${message#*benchmark: }" | grep -oE 'dc[0-9]-gpu[0-9]+' | sort -u | tr '\n' ' ')"
+    if [[ "$named" != "$* " ]]; then
+        echo "network benchmark e2e: $log names '$named', expected '$* '" >&2
+        echo "$message" >&2
+        return 1
+    fi
+    echo "  named: $*"
+}
+
+assert_report() {
+    local dir="$out/$1" verdict="$2"
+    for file in report.md junit.xml charts/stage-single.svg charts/stage-pair.svg; do
+        [[ -s "$dir/$file" ]] || { echo "network benchmark e2e: $dir/$file is missing" >&2; return 1; }
+    done
+    head -n 1 "$dir/report.md" | grep -qx "# Network benchmark: $verdict" || { echo "network benchmark e2e: $dir/report.md is not $verdict" >&2; return 1; }
+    "$repo/.venv/bin/python" - "$dir" <<'PY'
+import pathlib, sys, xml.etree.ElementTree as ElementTree
+directory = pathlib.Path(sys.argv[1])
+ElementTree.parse(directory / "junit.xml")
+for chart in sorted((directory / "charts").glob("*.svg")):
+    ElementTree.parse(chart)
+runs = len(list((directory / "logs").glob("*.log")))
+print(f"  report: {directory}/report.md ({runs} runs, {len(list((directory / 'charts').glob('*.svg')))} charts)")
+PY
+}
+
+set_fault() {
+    local node="$1" name="$2"
+    shift 2
+    run_step "lab.yml on $node ($name)" "fault-$name-$node" pass playbooks/lab.yml --limit "$node" "$@"
+}
+
+restore() {
+    "${playbook[@]}" playbooks/lab.yml --limit dc1-gpu2,dc1-gpu3 >"$out/restore.log" 2>&1 || true
+    if [[ "${KEEP_EXTRA_NODES:-0}" != 1 ]]; then
+        for node in "${extra_nodes[@]}"; do podman rm -f "onprem-gpu-lab-$node" >/dev/null 2>&1 || true; done
+    fi
+}
+trap restore EXIT
+
+benchmark() {
+    local name="$1" expect="$2"
+    shift 2
+    run_step "network_benchmark.yml, $name" "$name" "$expect" playbooks/network_benchmark.yml -e "network_benchmark_report_dir=$out/$name" "$@"
+}
+
+run_step "lab.yml (the lab plus dc1-gpu3 and dc1-gpu4)" lab pass playbooks/lab.yml
+
+benchmark healthy pass
+assert_report healthy PASS
+grep -q '"msg": "10 runs (5 of single nodes, 4 of pairs, 1 of whole fabrics)' "$out/healthy.log"
+# A second run finds the tools installed and the mesh in place.
+benchmark healthy-again pass -e network_benchmark_install=true
+if grep -E '^dc[0-9]-gpu[0-9]+ +: ok=[0-9]+ +changed=[1-9]' "$out/healthy-again.log" >&2; then
+    echo "network benchmark e2e: the second run changed a GPU node; see $out/healthy-again.log" >&2
+    exit 1
+fi
+
+set_fault dc1-gpu3 degraded-rail -e '{"lab_fabric_degraded_rails": [5]}'
+benchmark degraded-rail fail -e network_benchmark_install=false
+assert_named degraded-rail dc1-gpu3
+assert_report degraded-rail FAIL
+set_fault dc1-gpu3 restored
+
+set_fault dc1-gpu2 no-rdma -e lab_fabric_rdma=false
+benchmark no-rdma fail -e network_benchmark_install=false
+assert_named no-rdma dc1-gpu2
+grep -q 'Failed to initialize any NET plugin' "$out/no-rdma.log"
+benchmark no-rdma-socket-fallback fail -e network_benchmark_install=false -e network_benchmark_nccl_net=
+assert_named no-rdma-socket-fallback dc1-gpu2
+grep -q 'NCCL fell back to TCP sockets instead of RDMA over RoCE' "$out/no-rdma-socket-fallback.log"
+set_fault dc1-gpu2 restored
+
+echo "network benchmark e2e: healthy lab passed; a degraded rail and a node without RDMA each failed the play naming that node."

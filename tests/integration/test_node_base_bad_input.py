@@ -1,0 +1,93 @@
+"""Bad input to the GPU node base stops the nvidia_driver role with one sentence before it changes anything.
+
+These cases need no server: the role checks its inputs before it reads anything from the host, so
+they run against this machine, reached with connection: local, in check mode for good measure. The
+faults that need a server and the lab mirror (a branch the mirror lacks, missing kernel headers, an
+unreachable mirror) are the molecule scenario nvidia_driver_faults.
+"""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
+
+
+def run_role(tmp_path, role_vars):
+    playbook = tmp_path / "node_base.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "GPU node base on this machine",
+        "hosts": "all",
+        "connection": "local",
+        "gather_facts": False,
+        "vars": role_vars,
+        "roles": [{"role": "onprem.gpu.nvidia_driver"}],
+    }]))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gpu-test": {"ansible_python_interpreter": sys.executable}}}}))
+    environment = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    return subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "--check", "-i", str(inventory), str(playbook)],
+        cwd=REPO, env=environment, capture_output=True, text=True, timeout=300, check=False,
+    )
+
+
+def one_line(text):
+    return " ".join(text.split())
+
+
+H100 = {"node_gpu_model": "NVIDIA H100 80GB HBM3", "node_gpu_count": 8}
+
+BAD_INPUTS = [
+    pytest.param(
+        dict(H100, nvidia_driver_allow_reboot=True),
+        "Refuse to reboot the machine Ansible runs on",
+        "gpu-test is reached with connection: local, so nvidia_driver_allow_reboot=true would reboot the machine running "
+        "Ansible in the middle of the play; run the role on it without nvidia_driver_allow_reboot, then reboot it yourself "
+        "(systemctl reboot) when the role reports a pending reboot.",
+        id="reboot-on-connection-local",
+    ),
+    pytest.param(
+        dict(H100, nvidia_driver_branch="580", nvidia_driver_version="570.172.08"),
+        "Check the requested branch and version",
+        "nvidia_driver_version 570.172.08 is not a version of driver branch 580: set nvidia_driver_branch to the three-digit "
+        "branch (e.g. 580) and nvidia_driver_version to a full version of that branch (e.g. 580.65.06).",
+        id="version-of-another-branch",
+    ),
+    pytest.param(
+        dict(H100, nvidia_driver_branch="R580"),
+        "Check the requested branch and version",
+        "nvidia_driver_version 580.65.06 is not a version of driver branch R580",
+        id="branch-not-a-number",
+    ),
+    pytest.param(
+        dict(H100, nvidia_driver_kernel_module_flavor="proprietary"),
+        "Check that the kernel module flavour can drive the GPUs",
+        "gpu-test: NVIDIA H100 80GB HBM3 (Hopper) runs only on the open kernel modules, but nvidia_driver_kernel_module_flavor "
+        "is proprietary; set it to open or auto.",
+        id="proprietary-modules-on-hopper",
+    ),
+    pytest.param(
+        dict(H100, nvidia_driver_kernel_module_flavor="closed"),
+        "Validating arguments against arg spec",
+        "value of nvidia_driver_kernel_module_flavor must be one of: auto, open, proprietary, got: closed",
+        id="unknown-flavour",
+    ),
+]
+
+
+@pytest.mark.parametrize(("role_vars", "failed_task", "message"), BAD_INPUTS)
+def test_bad_input_stops_the_driver_role_before_any_change(tmp_path, role_vars, failed_task, message):
+    result = run_role(tmp_path, role_vars)
+    output = one_line(result.stdout + result.stderr)
+    assert result.returncode != 0, output
+    assert message in output
+    # The failing task is a check of the inputs: nothing ran on the host before it.
+    failed = [line for line in result.stdout.splitlines() if line.startswith("TASK [")][-1]
+    assert failed_task in failed
+    assert "changed=0" in result.stdout
+    assert "Read the facts the role needs" not in result.stdout

@@ -1,0 +1,260 @@
+"""Tests of the lab doubles behind the GPU node base: nvidia-modprobe, nvidia-persistenced,
+nv-fabricmanager, nvidia-ctk and nvidia-container-runtime (lab/doubles/*/README.md).
+
+Each double runs as a subprocess, as a systemd unit or Ansible would run it, with its lab inputs
+(board, runtime state, driver identity, package versions) pointed at a temporary directory.
+"""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+DOUBLES = pathlib.Path(__file__).resolve().parents[2] / "lab" / "doubles"
+PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+NVIDIA_SMI = DOUBLES / "nvidia_smi" / "nvidia-smi"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture()
+def lab(tmp_path):
+    """A lab node's files in tmp_path: an 8-GPU H100 board running driver 580.65.06, module loaded."""
+
+    class Lab:
+        root = tmp_path
+        env = dict(
+            os.environ,
+            NVSMI_DOUBLE_HARDWARE=str(tmp_path / "hardware.json"),
+            NVSMI_DOUBLE_STATE=str(tmp_path / "state.json"),
+            NVSMI_DOUBLE_DRIVER=str(tmp_path / "driver.json"),
+            NVIDIA_MODPROBE_DOUBLE_MODULE=str(tmp_path / "module.json"),
+            NVIDIA_PERSISTENCED_DOUBLE_VERSION=str(tmp_path / "persistenced.json"),
+            NVIDIA_PERSISTENCED_DOUBLE_RUN_DIR=str(tmp_path / "run-persistenced"),
+            NV_FABRICMANAGER_DOUBLE_VERSION=str(tmp_path / "fabricmanager.json"),
+            NV_FABRICMANAGER_DOUBLE_RUN_DIR=str(tmp_path / "run-fabricmanager"),
+            NVIDIA_CTK_DOUBLE_VERSION=str(tmp_path / "toolkit.json"),
+            NVIDIA_CTK_DOUBLE_NVIDIA_SMI=str(NVIDIA_SMI),
+        )
+
+        def write(self, name, document):
+            (tmp_path / name).write_text(json.dumps(document))
+
+        def state(self):
+            return json.loads((tmp_path / "state.json").read_text())
+
+        def run(self, double, *arguments, **environment):
+            return subprocess.run([PYTHON, str(double), *arguments], env=dict(self.env, **environment),
+                                  capture_output=True, text=True, timeout=60, check=False)
+
+        def start(self, double, *arguments):
+            return subprocess.Popen([PYTHON, str(double), *arguments], env=self.env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    node = Lab()
+    node.write("hardware.json", {"gpu_model": H100, "gpu_count": 8, "seed": "lab-test"})
+    node.write("driver.json", {"driver_version": "580.65.06", "cuda_version": "13.0"})
+    node.write("persistenced.json", {"version": "580.65.06"})
+    node.write("fabricmanager.json", {"version": "580.65.06"})
+    node.write("toolkit.json", {"version": "1.18.0"})
+    fabric_config = tmp_path / "fabricmanager.cfg"
+    fabric_config.write_text(f"# comment\nLOG_LEVEL=4\nLOG_FILE_NAME={tmp_path / 'fabricmanager.log'}\nDAEMONIZE=1\n")
+    node.fabric_config = str(fabric_config)
+    return node
+
+
+def wait_for(path, timeout=20):
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.05)
+
+
+def stop(process):
+    process.send_signal(signal.SIGTERM)
+    return process.wait(timeout=20)
+
+
+# ---------------------------------------------------------------- nvidia-modprobe
+
+MODPROBE = DOUBLES / "nvidia_modprobe" / "nvidia-modprobe"
+
+
+def test_modprobe_without_a_module_package_fails_silently(lab):
+    lab.write("state.json", {"driver_loaded": False})
+    result = lab.run(MODPROBE, "-u", "-c", "0")
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", "")
+    assert lab.state() == {"driver_loaded": False}
+
+
+def test_modprobe_loads_the_installed_module(lab):
+    lab.write("module.json", {"version": "580.65.06", "flavor": "open"})
+    lab.write("state.json", {"driver_loaded": False, "gpus": []})
+    result = lab.run(MODPROBE, "--unified-memory", "--create-nvidia-device-file=0")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    assert lab.state() == {"driver_loaded": True, "gpus": []}
+    # nvidia-smi now answers: the module is "loaded".
+    assert lab.run(NVIDIA_SMI, "--query-gpu=driver_version", "--format=csv,noheader").stdout.splitlines() == ["580.65.06"] * 8
+
+
+def test_modprobe_leaves_a_loaded_or_new_node_alone(lab):
+    lab.write("module.json", {"version": "580.65.06", "flavor": "open"})
+    assert lab.run(MODPROBE).returncode == 0
+    assert not (lab.root / "state.json").exists()
+
+
+def test_modprobe_proprietary_module_refuses_hopper(lab):
+    lab.write("module.json", {"version": "580.65.06", "flavor": "proprietary"})
+    lab.write("state.json", {"driver_loaded": False})
+    assert lab.run(MODPROBE).returncode == 1
+    lab.write("hardware.json", {"gpu_model": "NVIDIA A100-SXM4-80GB", "gpu_count": 8, "seed": "lab-test"})
+    assert lab.run(MODPROBE).returncode == 0
+    assert lab.state()["driver_loaded"] is True
+
+
+def test_modprobe_unknown_option_fails_loudly(lab):
+    result = lab.run(MODPROBE, "--no-such-option")
+    assert result.returncode == 255
+    assert result.stderr.startswith("nvidia-modprobe (lab double): option --no-such-option is not modelled")
+
+
+# ---------------------------------------------------------------- nvidia-persistenced
+
+PERSISTENCED = DOUBLES / "nvidia_persistenced" / "nvidia-persistenced"
+
+
+def test_persistenced_version(lab):
+    assert lab.run(PERSISTENCED, "--version").stdout == "nvidia-persistenced:  version 580.65.06\n"
+
+
+def test_persistenced_needs_the_driver(lab):
+    lab.write("state.json", {"driver_loaded": False})
+    result = lab.run(PERSISTENCED, "--verbose")
+    assert result.returncode == 1
+    assert result.stderr == "nvidia-persistenced failed to initialize. Check syslog for more details.\n"
+
+
+def test_persistenced_runs_until_stopped(lab):
+    process = lab.start(PERSISTENCED, "--user", "nvidia-persistenced", "--verbose")
+    pid_file = lab.root / "run-persistenced" / "nvidia-persistenced.pid"
+    wait_for(pid_file)
+    assert pid_file.read_text() == f"{process.pid}\n"
+    assert stop(process) == 0
+    assert not pid_file.exists()
+
+
+# ---------------------------------------------------------------- nv-fabricmanager
+
+FABRICMANAGER = DOUBLES / "nv_fabricmanager" / "nv-fabricmanager"
+
+
+def test_fabricmanager_version(lab):
+    assert lab.run(FABRICMANAGER, "--version").stdout == "Fabric Manager version is : 580.65.06\n"
+
+
+def test_fabricmanager_configures_an_nvswitch_board(lab):
+    process = lab.start(FABRICMANAGER, "-c", lab.fabric_config)
+    pid_file = lab.root / "run-fabricmanager" / "nv-fabricmanager.pid"
+    wait_for(pid_file)
+    log = (lab.root / "fabricmanager.log").read_text()
+    assert "[INFO]" in log and "Fabric Manager version 580.65.06" in log
+    assert "Successfully configured all the available NVSwitches to route GPU NVLink traffic." in log
+    assert stop(process) == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        pytest.param({"state.json": {"driver_loaded": False}}, "the NVIDIA kernel module is not loaded", id="driver-not-loaded"),
+        pytest.param({"driver.json": {"driver_version": "570.172.08", "cuda_version": "12.8"}},
+                     "interface version 580.65.06 don't match with driver version 570.172.08", id="version-mismatch"),
+        pytest.param({"hardware.json": {"gpu_model": "NVIDIA L40S", "gpu_count": 8, "seed": "x"}}, "no NVSwitch devices", id="pcie-board"),
+        pytest.param({"hardware.json": {"gpu_model": H100, "gpu_count": 4, "seed": "x"}}, "no NVSwitch devices", id="four-gpu-board"),
+    ],
+)
+def test_fabricmanager_refuses_to_start(lab, change, reason):
+    for name, document in change.items():
+        lab.write(name, document)
+    result = lab.run(FABRICMANAGER, "-c", lab.fabric_config)
+    assert result.returncode == 1
+    assert reason in result.stderr
+    assert reason in (lab.root / "fabricmanager.log").read_text()
+    assert not (lab.root / "run-fabricmanager").exists()
+
+
+# ---------------------------------------------------------------- nvidia-ctk and nvidia-container-runtime
+
+CTK = DOUBLES / "nvidia_ctk" / "nvidia-ctk"
+RUNTIME = DOUBLES / "nvidia_ctk" / "nvidia-container-runtime"
+
+
+def gpu_uuids(lab):
+    return lab.run(NVIDIA_SMI, "--query-gpu=uuid", "--format=csv,noheader").stdout.splitlines()
+
+
+def test_ctk_and_runtime_versions(lab):
+    assert lab.run(CTK, "--version").stdout == "NVIDIA Container Toolkit CLI version 1.18.0\ncommit: lab-stand-in\n"
+    assert lab.run(RUNTIME, "--version").stdout.startswith("NVIDIA Container Runtime version 1.18.0\n")
+    refused = lab.run(RUNTIME, "create", "x")
+    assert refused.returncode == 255 and refused.stderr.startswith("nvidia-container-runtime (lab double):")
+
+
+def test_cdi_spec_names_every_gpu_by_index_and_uuid(lab):
+    result = lab.run(CTK, "cdi", "generate")
+    assert result.returncode == 0, result.stderr
+    spec = yaml.safe_load(result.stdout)
+    uuids = gpu_uuids(lab)
+    assert result.stdout.startswith("---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n    - name: \"0\"\n")
+    assert [device["name"] for device in spec["devices"]] == [name for index, uuid in enumerate(uuids) for name in (str(index), uuid)] + ["all"]
+    assert spec["devices"][1]["containerEdits"]["deviceNodes"] == [{"path": "/dev/nvidia0"}]
+    assert [node["path"] for node in spec["devices"][-1]["containerEdits"]["deviceNodes"]] == [f"/dev/nvidia{index}" for index in range(8)]
+    edits = spec["containerEdits"]
+    assert edits["env"] == ["NVIDIA_CTK_LIBCUDA_DIR=/usr/lib/x86_64-linux-gnu", "NVIDIA_VISIBLE_DEVICES=void"]
+    assert [hook["args"][1] for hook in edits["hooks"]] == ["create-symlinks", "enable-cuda-compat", "update-ldcache", "disable-device-node-modification"]
+    assert all(hook["env"] == ["NVIDIA_CTK_DEBUG=false"] and hook["path"] == "/usr/bin/nvidia-cdi-hook" for hook in edits["hooks"])
+    assert "--host-driver-version=580.65.06" in edits["hooks"][1]["args"]
+    assert {"hostPath": "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06", "containerPath": "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06",
+            "options": ["ro", "nosuid", "nodev", "rbind", "rprivate"]} in edits["mounts"]
+    assert 'level=info msg="Generated CDI spec with version 0.5.0"' in result.stderr
+    # The same node gives the same bytes, so writing the spec is idempotent.
+    assert lab.run(CTK, "cdi", "generate").stdout == result.stdout
+
+
+def test_cdi_spec_of_toolkit_1_17_has_no_1_18_edits(lab):
+    lab.write("toolkit.json", {"version": "1.17.8"})
+    spec = yaml.safe_load(lab.run(CTK, "cdi", "generate", "--device-name-strategy=index").stdout)
+    assert spec["containerEdits"]["env"] == ["NVIDIA_VISIBLE_DEVICES=void"]
+    assert "disable-device-node-modification" not in [hook["args"][1] for hook in spec["containerEdits"]["hooks"]]
+    assert [device["name"] for device in spec["devices"]] == [str(index) for index in range(8)] + ["all"]
+
+
+def test_cdi_generate_needs_nvml(lab):
+    lab.write("state.json", {"driver_loaded": False})
+    not_loaded = lab.run(CTK, "cdi", "generate")
+    assert not_loaded.returncode == 1 and not_loaded.stdout == ""
+    assert 'level=error msg="failed to generate CDI spec: failed to initialize NVML: ERROR_DRIVER_NOT_LOADED"' in not_loaded.stderr
+    missing = lab.run(CTK, "cdi", "generate", NVIDIA_CTK_DOUBLE_NVIDIA_SMI="", PATH=str(lab.root))
+    assert missing.returncode == 1
+    assert "ERROR_LIBRARY_NOT_FOUND" in missing.stderr
+
+
+def test_cdi_generate_to_a_file_then_list(lab):
+    spec_file = lab.root / "cdi" / "nvidia.yaml"
+    assert lab.run(CTK, "cdi", "generate", f"--output={spec_file}").returncode == 0
+    assert spec_file.stat().st_mode & 0o777 == 0o644
+    listed = lab.run(CTK, "cdi", "list", "--spec-dir", str(spec_file.parent))
+    assert 'msg="Found 17 CDI devices"' in listed.stderr
+    uuids = gpu_uuids(lab)
+    names = [str(index) for index in range(8)] + uuids + ["all"]
+    assert listed.stdout.splitlines() == sorted(f"nvidia.com/gpu={name}" for name in names)
+
+
+def test_ctk_commands_it_does_not_model_fail_loudly(lab):
+    result = lab.run(CTK, "runtime", "configure", "--runtime=containerd")
+    assert result.returncode == 255
+    assert result.stderr.startswith("nvidia-ctk (lab double): 'runtime configure --runtime=containerd' is not modelled")
