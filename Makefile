@@ -12,6 +12,10 @@ COLLECTION_LINK := $(BUILD)/collections/ansible_collections/onprem/gpu
 LAB_INVENTORY := inventories/lab
 TIMINGS := $(BUILD)/timings.txt
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+# Scenarios run MOLECULE_JOBS at a time, the slowest first so that the short ones fill the gaps.
+MOLECULE_JOBS ?= 2
+MOLECULE_SLOWEST := nvme_cache nccl_tests nvidia_driver nvidia_driver_upgrade container_runtime
+MOLECULE_TARGETS := $(addprefix molecule-,$(filter $(MOLECULE_SCENARIOS),$(MOLECULE_SLOWEST)) $(filter-out $(MOLECULE_SLOWEST),$(MOLECULE_SCENARIOS)))
 
 export CONTAINERS_CONF := $(CURDIR)/lab/podman/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
@@ -21,13 +25,14 @@ export PATH := $(BIN):$(PATH)
 # Run a step and append its wall time to .build/timings.txt.
 timed = start=$$(date +%s); $(2); echo "$(1): $$(( $$(date +%s) - start )) s" | tee -a $(TIMINGS)
 
-.PHONY: help deps venv image mirror mirror-up lab lab-up lab-down site units sanity lint molecule e2e test clean
+.PHONY: help deps venv image mirror mirror-up lab lab-up lab-down site units sanity lint molecule $(MOLECULE_TARGETS) e2e test clean
 
 help:
 	@echo "make lab       start the simulated rack (podman) and run playbooks/site.yml against it"
 	@echo "make lab-down  remove the simulated rack"
 	@echo "make test      unit tests, ansible-test sanity, ansible-lint, molecule, lab end to end"
 	@echo "make units | sanity | lint | molecule | e2e   one stage of make test"
+	@echo "make molecule-<scenario>   one molecule scenario (after make mirror-up)"
 
 deps:
 	@bash lab/bin/host-deps.sh
@@ -77,9 +82,15 @@ lint: venv
 	@$(call timed,ansible-lint,$(BIN)/ansible-lint --offline)
 
 molecule: mirror-up
-	@for scenario in $(MOLECULE_SCENARIOS); do \
-	    $(call timed,molecule $$scenario,$(BIN)/molecule test -s $$scenario); \
-	done
+	@mkdir -p $(BUILD)/molecule
+	@$(MAKE) --no-print-directory --keep-going -j$(MOLECULE_JOBS) $(MOLECULE_TARGETS)
+
+# One scenario, its output in .build/molecule/<scenario>.log (scenarios run side by side), shown when it fails.
+$(MOLECULE_TARGETS): molecule-%:
+	@mkdir -p $(BUILD)/molecule
+	@echo "molecule $*: started, log in .build/molecule/$*.log"
+	@$(call timed,molecule $*,$(BIN)/molecule test -s $* >$(BUILD)/molecule/$*.log 2>&1 \
+	    || { tail -n 150 $(BUILD)/molecule/$*.log; echo "molecule $*: FAILED (full log in .build/molecule/$*.log)" >&2; exit 1; })
 
 e2e: image mirror
 	@$(call timed,lab end to end,bash tests/e2e/lab_e2e.sh)

@@ -226,13 +226,7 @@ def parse_size(value):
 
 def parse_lsblk(text):
     """Return the BlockTree of ``lsblk -J`` output, old or new util-linux, tree or ``--list`` form."""
-    try:
-        document = json.loads(text)
-    except ValueError:
-        raise BlockdevError(f"lsblk did not print JSON: {_first_line(text)}.") from None
-    entries = document.get("blockdevices") if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        raise BlockdevError("lsblk printed JSON without a blockdevices list.")
+    entries = _json_list(text, "lsblk", "blockdevices")
     devices = {}
     parents = {}
 
@@ -258,13 +252,7 @@ def parse_lsblk(text):
 
 def parse_nvme_list(text):
     """Return the namespaces of ``nvme list -o json`` (nvme-cli 1.x and 2.x flat formats)."""
-    try:
-        document = json.loads(text)
-    except ValueError:
-        raise BlockdevError(f"nvme list did not print JSON: {_first_line(text)}.") from None
-    entries = document.get("Devices") if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        raise BlockdevError("nvme list printed JSON without a Devices list.")
+    entries = _json_list(text, "nvme list", "Devices")
     namespaces = []
     for entry in entries:
         if not isinstance(entry, dict) or not entry.get("DevicePath"):
@@ -288,13 +276,7 @@ def parse_wipefs(text):
     """Return the Signatures of ``wipefs --no-act --json DEVICE`` (empty output means none)."""
     if not text.strip():
         return []
-    try:
-        document = json.loads(text)
-    except ValueError:
-        raise BlockdevError(f"wipefs did not print JSON: {_first_line(text)}.") from None
-    entries = document.get("signatures") if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        raise BlockdevError("wipefs printed JSON without a signatures list.")
+    entries = _json_list(text, "wipefs", "signatures")
     signatures = []
     for entry in entries:
         if not isinstance(entry, dict) or not entry.get("type"):
@@ -676,6 +658,18 @@ def _clean(value):
         return None
     text = " ".join(str(value).split())
     return text or None
+
+
+def _json_list(text, tool, key):
+    """The list under ``key`` of the JSON object ``tool`` printed, or a BlockdevError naming the tool."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        raise BlockdevError(f"{tool} did not print JSON: {_first_line(text)}.") from None
+    entries = document.get(key) if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise BlockdevError(f"{tool} printed JSON without a {key} list.")
+    return entries
 
 
 def _first_line(text):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End to end on the simulated rack, from nothing: start the lab, run site.yml twice (the second run
-# must change nothing), check the summary it prints, run lab.yml again (nothing to change), remove the lab.
+# must change nothing), check the summary it prints, run lab.yml again (nothing to change), run the
+# network benchmark with its faults (network_benchmark_e2e.sh), remove the lab.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -57,3 +58,5 @@ assert_summary_line '"  dc1-gpu2     8 x NVIDIA H100 80GB HBM3, driver 580.65.06
 assert_summary_line '"  dc2-gpu1     8 x NVIDIA A100-SXM4-80GB, driver 580.65.06, MIG capable"'
 assert_summary_line '"  dc1-cp1      control plane, no GPU"'
 echo "e2e: lab up, site.yml converged, second runs of site.yml and lab.yml changed nothing."
+
+bash tests/e2e/network_benchmark_e2e.sh
