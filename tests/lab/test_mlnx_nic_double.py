@@ -35,10 +35,13 @@ def node(tmp_path):
                    MLNX_NIC_DOUBLE_SYS_NET=str(tmp_path / "net"), PATH="%s:%s" % (tmp_path / "bin", os.environ["PATH"]))
 
         def hardware(self, link_layer="RoCE", rails=2, **fabric):
+            nics = [{"ibdev": "mlx5_%d" % index, "netdev": ("ib%d" % index) if link_layer == "IB" else "ens%dnp0" % (index + 1),
+                     "peer": "swp%d" % (index + 1), "pci": "0000:%s:00.0" % ["1a", "2a"][index], "mac": "10:70:fd:5c:af:%02x" % index}
+                    for index in range(rails)]
             (self.root / "hardware.json").write_text(json.dumps({
                 "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8, "seed": "dc1-gpu1",
                 "fabric": dict({"name": "dc1", "link_layer": link_layer, "rdma": True, "rails": rails, "rail_gbps": 400,
-                                "down_rails": [], "degraded_rails": [], "degraded_rail_gbps": 100}, **fabric)}))
+                                "down_rails": [], "degraded_rails": [], "degraded_rail_gbps": 100, "nics": nics}, **fabric)}))
 
         def netdev(self, name, operstate="up", mtu=9000, ipv4=()):
             (self.net / name).mkdir(parents=True, exist_ok=True)
@@ -170,6 +173,14 @@ def test_infiniband_rails(node):
     assert "fw_ver:\t\t\t\t20.41.1000" in output
     assert node.tool("ibdev2netdev").stdout == "mlx5_0 port 1 ==> ib0 (Up)\nmlx5_1 port 1 ==> ib1 (Up)\n"
     assert "Operation not supported" in node.tool("mlnx_qos", "-i", "ib0").stderr
+
+
+def test_openibd_loads_and_unloads_the_driver(node):
+    (node.run / "driver-loaded").unlink()
+    assert node.tool("openibd", "start", "bootid=1").returncode == 0
+    assert node.tool("ibv_devinfo").stdout.startswith("hca_id:\tmlx5_0\n")
+    assert node.tool("openibd", "stop").returncode == 0
+    assert node.tool("openibd", "status").returncode == 3
 
 
 def test_a_double_under_an_unknown_name_is_a_lab_error(tmp_path):
