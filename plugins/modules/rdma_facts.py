@@ -114,22 +114,60 @@ ansible_facts:
       type: list
       elements: dict
       contains:
-        ibdev: {description: RDMA device name (C(mlx5_0), C(rocep1s0f0)), returned: always, type: str, sample: mlx5_0}
-        port: {description: Port number, returned: always, type: int, sample: 1}
-        netdev: {description: The netdev of the port; V(null) when none is known, returned: always, type: str, sample: ens1np0}
-        pci_address: {description: PCI address of the NIC when a source gives it, returned: always, type: str, sample: "0000:1a:00.0"}
-        state: {description: "Port state: V(ACTIVE), V(DOWN), V(INIT), V(ARMED)", returned: always, type: str, sample: ACTIVE}
-        phys_state: {description: Physical state as the source prints it, returned: always, type: str, sample: LinkUp}
-        link_layer: {description: V(Ethernet) (RoCE) or V(InfiniBand), returned: always, type: str, sample: Ethernet}
-        active_mtu: {description: RDMA MTU in bytes (from ibv_devinfo), returned: always, type: int, sample: 4096}
-        rate: {description: Link rate as printed, returned: always, type: str, sample: 400 Gb/sec (4X NDR)}
+        ibdev:
+          description: RDMA device name, such as C(mlx5_0) (OFED/DOCA) or C(rocep1s0f0) (inbox udev naming).
+          returned: always
+          type: str
+          sample: mlx5_0
+        port:
+          description: Port number.
+          returned: always
+          type: int
+          sample: 1
+        netdev:
+          description: The netdev of the port; V(null) when no source names one.
+          returned: always
+          type: str
+          sample: ens1np0
+        pci_address:
+          description: PCI address of the NIC when a source gives it (sysfs, C(ibdev2netdev -v)).
+          returned: always
+          type: str
+          sample: "0000:1a:00.0"
+        state:
+          description: Port state, V(ACTIVE), V(DOWN), V(INIT) or V(ARMED).
+          returned: always
+          type: str
+          sample: ACTIVE
+        phys_state:
+          description: Physical state as the source prints it.
+          returned: always
+          type: str
+          sample: LinkUp
+        link_layer:
+          description: V(Ethernet) (RoCE) or V(InfiniBand).
+          returned: always
+          type: str
+          sample: Ethernet
+        active_mtu:
+          description: RDMA MTU in bytes, from C(ibv_devinfo); V(null) without it.
+          returned: always
+          type: int
+          sample: 4096
+        rate:
+          description: Link rate as the source prints it.
+          returned: always
+          type: str
+          sample: 400 Gb/sec (4X NDR)
         gids:
-          description: The set GIDs, C({index, gid, type}) with C(type) V(RoCE v1), V(RoCE v2) or V(null).
+          description: The set GIDs, each with C(index), C(gid) (full form) and C(type) (V(RoCE v1), V(RoCE v2), V(IB) or V(null)).
           returned: always
           type: list
           elements: dict
         roce_v2_ipv4_gid:
-          description: The lowest-index RoCEv2 GID mapping an IPv4 address, C({index, gid, type, ipv4}); V(null) if none or not Ethernet.
+          description:
+            - The lowest-index RoCEv2 GID that maps an IPv4 address, with keys C(index), C(gid), C(type) and C(ipv4).
+            - V(null) when there is none or the port is not Ethernet.
           returned: always
           type: dict
     rdma_gid_index:
@@ -144,11 +182,15 @@ ansible_facts:
       elements: str
       sample: [sysfs, ibv_devinfo, ibdev2netdev]
     rdma_qos:
-      description: Per netdev of O(qos_interfaces), C({dcbx_mode, trust, pfc_enabled, pfc_priorities, dscp2prio, cable_len}).
+      description:
+        - Per netdev of O(qos_interfaces), its C(dcbx_mode), C(trust), C(pfc_enabled) (eight 0/1 by priority),
+          C(pfc_priorities), C(dscp2prio) and C(cable_len); V(null) for what mlnx_qos did not print.
       returned: always
       type: dict
     rdma_firmware:
-      description: Per PCI address of O(firmware_devices), C({param: {default, current, next_boot}}), values as numbers.
+      description:
+        - Per PCI address of O(firmware_devices), each parameter with its C(default), C(current) and C(next_boot) value.
+        - Values are the numbers mlxconfig takes, so V(True(1\)) is V(1).
       returned: always
       type: dict
 """

@@ -36,7 +36,7 @@ def node(tmp_path):
 
         def hardware(self, link_layer="RoCE", rails=2, **fabric):
             nics = [{"ibdev": "mlx5_%d" % index, "netdev": ("ib%d" % index) if link_layer == "IB" else "ens%dnp0" % (index + 1),
-                     "peer": "swp%d" % (index + 1), "pci": "0000:%s:00.0" % ["1a", "2a"][index], "mac": "10:70:fd:5c:af:%02x" % index}
+                     "peer": "sw-%s" % (("ib%d" % index) if link_layer == "IB" else "ens%dnp0" % (index + 1)), "pci": "0000:%s:00.0" % ["1a", "2a"][index], "mac": "10:70:fd:5c:af:%02x" % index}
                     for index in range(rails)]
             (self.root / "hardware.json").write_text(json.dumps({
                 "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8, "seed": "dc1-gpu1",
@@ -187,3 +187,54 @@ def test_a_double_under_an_unknown_name_is_a_lab_error(tmp_path):
     link = tmp_path / "mlnx-nic"
     link.symlink_to(DOUBLE)
     assert subprocess.run([str(link)], capture_output=True, check=False).returncode == 255
+
+
+# The rdma role's boot script (roles/rdma/files/onprem-rdma-apply) against the double: what the molecule scenario
+# runs in a container, here without one.
+APPLY = ROOT / "roles" / "rdma" / "files" / "onprem-rdma-apply"
+
+
+def apply(node, *extra, qos=True, numvfs=None):
+    config = node.root / "rails.json"
+    config.write_text(json.dumps({
+        "qos": qos, "trust": "dscp", "pfc_priorities": [3], "ecn_priorities": [3], "roce_mode": 2, "tos": 106, "cable_len": 0,
+        "rails": [{"name": "rail0", "netdev": "ens1np0", "ibdev": "mlx5_0", "numvfs": numvfs}]}))
+    return subprocess.run([PYTHON, str(APPLY), "--config", str(config)] + list(extra), env=node.env, capture_output=True, text=True, check=False)
+
+
+def test_boot_script_applies_reads_back_and_reapplies_after_a_reboot(node):
+    check = apply(node, "--check")
+    assert check.returncode == 0, check.stderr
+    assert "would change: ens1np0 trust pcp -> dscp" in check.stdout
+    assert "Priority trust state: pcp" in node.tool("mlnx_qos", "-i", "ens1np0").stdout
+    first = apply(node)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == [
+        "changed: ens1np0 trust pcp -> dscp",
+        "changed: ens1np0 pfc 0,0,0,0,0,0,0,0 -> 0,0,0,1,0,0,0,0",
+        "ok: ens1np0 ecn has no sysfs controls with this driver (the firmware default applies)",
+        "changed: ens1np0 rdma_cm mode IB/RoCE v1 -> RoCE v2",
+        "changed: ens1np0 rdma_cm tos 0 -> 106",
+    ]
+    second = apply(node)
+    assert "changed:" not in second.stdout and second.returncode == 0
+    assert "would change" not in apply(node, "--check").stdout
+    for state in ("qos", "rdma_cm"):
+        for path in (node.run / state).iterdir():
+            path.unlink()
+    assert "changed: ens1np0 trust pcp -> dscp" in apply(node).stdout
+    assert node.tool("cma_roce_mode", "-d", "mlx5_0", "-p", "1").stdout == "RoCE v2\n"
+
+
+def test_boot_script_reports_what_it_cannot_do(node):
+    result = apply(node, qos=False, numvfs=4)
+    assert result.returncode == 1
+    assert "error: ens1np0 has no SR-IOV" in result.stderr
+    apply(node, "--check")  # rewrites the configuration with QoS on
+    without_tools = subprocess.run([PYTHON, str(APPLY), "--config", str(node.root / "rails.json")],
+                                   env=dict(node.env, PATH="/nonexistent"), capture_output=True, text=True, check=False)
+    assert without_tools.returncode == 1
+    assert "error: mlnx_qos is not installed (mlnx-tools): the trust state and PFC of ens1np0 cannot be set" in without_tools.stderr
+    (node.root / "rails.json").write_text("{")
+    broken = subprocess.run([PYTHON, str(APPLY), "--config", str(node.root / "rails.json")], env=node.env, capture_output=True, text=True, check=False)
+    assert broken.returncode == 2 and "cannot read the configuration" in broken.stderr
