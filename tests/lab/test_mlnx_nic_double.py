@@ -35,9 +35,9 @@ def node(tmp_path):
                    MLNX_NIC_DOUBLE_SYS_NET=str(tmp_path / "net"), PATH="%s:%s" % (tmp_path / "bin", os.environ["PATH"]))
 
         def hardware(self, link_layer="RoCE", rails=2, **fabric):
-            nics = [{"ibdev": "mlx5_%d" % index, "netdev": ("ib%d" % index) if link_layer == "IB" else "ens%dnp0" % (index + 1),
-                     "peer": "sw-%s" % (("ib%d" % index) if link_layer == "IB" else "ens%dnp0" % (index + 1)), "pci": "0000:%s:00.0" % ["1a", "2a"][index], "mac": "10:70:fd:5c:af:%02x" % index}
-                    for index in range(rails)]
+            netdevs = [("ib%d" % index) if link_layer == "IB" else "ens%dnp0" % (index + 1) for index in range(rails)]
+            nics = [{"ibdev": "mlx5_%d" % index, "netdev": netdev, "peer": "sw-" + netdev, "pci": "0000:%s:00.0" % ["1a", "2a"][index],
+                     "mac": "10:70:fd:5c:af:%02x" % index} for index, netdev in enumerate(netdevs)]
             (self.root / "hardware.json").write_text(json.dumps({
                 "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8, "seed": "dc1-gpu1",
                 "fabric": dict({"name": "dc1", "link_layer": link_layer, "rdma": True, "rails": rails, "rail_gbps": 400,
@@ -105,7 +105,9 @@ def test_show_gids_matches_the_recorded_layout(node):
     assert produced[:2] == recorded[:2]
     assert produced[-1] == "n_gids_found=6"
     # The row shapes (tabs included) of the recorded link-local and IPv4 rows.
-    assert produced[3].split("\t")[:3] == ["mlx5_0", "1", "1"] and produced[3].split("\t")[3:] == ["fe80" + produced[3].split("\t")[3][4:], "", "", "v2", "ens1np0"]
+    link_local = produced[3].split("\t")
+    assert link_local[:3] == ["mlx5_0", "1", "1"]
+    assert link_local[3].startswith("fe80:") and link_local[4:] == ["", "", "v2", "ens1np0"]
     assert produced[5].split("\t")[4:] == ["10.99.0.11  ", "v2", "ens1np0"]
     assert recorded[5].split("\t")[4:] == ["192.168.211.242  ", "v2", "rdma0"]
 
