@@ -1,0 +1,300 @@
+#!/usr/bin/python
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: rdma_facts
+short_description: Gather facts about RDMA ports, their GIDs, RoCE QoS and NIC firmware settings
+version_added: 0.1.0
+description:
+  - Lists every RDMA port with its netdev, PCI address, state, link layer, active MTU and GID table, and finds the
+    RoCEv2 GID that maps an IPv4 address (the one NCCL and perftest must use).
+  - Reads C(/sys/class/infiniband) first, which needs no tool; adds what sysfs lacks from C(ibv_devinfo -v) (the
+    active MTU) and C(ibdev2netdev) or C(rdma link) (netdev and PCI address), and reads the GIDs with C(show_gids)
+    or C(ibv_devinfo -v) only where sysfs is not there. A missing tool is skipped.
+  - Optionally reads the QoS state of RoCE netdevs with C(mlnx_qos) and the firmware settings of NICs with C(mlxconfig).
+  - A host without any RDMA device is not an error; RV(ansible_facts.rdma_ports) is then empty.
+author:
+  - onprem.gpu maintainers (@onprem-gpu)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads; it runs the same way in check mode.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    platforms: posix
+options:
+  sysfs_root:
+    description: Where sysfs is mounted; C(class/infiniband) below it is read first.
+    type: path
+    default: /sys
+  ibv_devinfo:
+    description: The C(ibv_devinfo) to run (rdma-core's C(ibverbs-utils)); a bare name is looked up in E(PATH).
+    type: str
+    default: ibv_devinfo
+  show_gids:
+    description: The C(show_gids) to run (mlnx-tools, shipped with DOCA-OFED); used only when sysfs has no RDMA devices.
+    type: str
+    default: show_gids
+  ibdev2netdev:
+    description: The C(ibdev2netdev) to run (mlnx-tools); gives netdevs and, with C(-v), PCI addresses.
+    type: str
+    default: ibdev2netdev
+  rdma:
+    description: The iproute2 C(rdma) to run for C(rdma link) when C(ibdev2netdev) is missing.
+    type: str
+    default: rdma
+  mlnx_qos:
+    description: The C(mlnx_qos) to run for O(qos_interfaces).
+    type: str
+    default: mlnx_qos
+  qos_interfaces:
+    description: Netdevs whose trust state, PFC and DSCP mapping are read with C(mlnx_qos -i); a failure fails the task.
+    type: list
+    elements: str
+    default: []
+  mlxconfig:
+    description: The C(mlxconfig) (MFT) or C(mstconfig) (mstflint) to run for O(firmware_devices).
+    type: str
+    default: mlxconfig
+  firmware_devices:
+    description: PCI addresses of the NICs whose firmware settings are read with C(mlxconfig -d <pci> -e query).
+    type: list
+    elements: str
+    default: []
+  firmware_params:
+    description: The firmware parameters to read (all of them when empty).
+    type: list
+    elements: str
+    default: []
+notes:
+  - Every command runs with C(LC_ALL=C).
+  - NCCL_IB_GID_INDEX is one number for all HCAs, so RV(ansible_facts.rdma_gid_index) is set only when every RoCE
+    port that has a RoCEv2 IPv4 GID has it at the same index.
+seealso:
+  - module: onprem.gpu.nccl_allreduce
+"""
+
+EXAMPLES = r"""
+- name: Read the RDMA ports and the QoS of two RoCE rails
+  onprem.gpu.rdma_facts:
+    qos_interfaces: [ens1np0, ens2np0]
+
+- name: Require a RoCEv2 IPv4 GID on every active Ethernet port
+  ansible.builtin.assert:
+    that: >-
+      ansible_facts['rdma_ports'] | selectattr('link_layer', 'eq', 'Ethernet') | selectattr('state', 'eq', 'ACTIVE')
+      | selectattr('roce_v2_ipv4_gid', 'none') | list | length == 0
+
+- name: Read the next-boot firmware settings of a NIC
+  onprem.gpu.rdma_facts:
+    firmware_devices: ["0000:1a:00.0"]
+    firmware_params: [LINK_TYPE_P1, SRIOV_EN, NUM_OF_VFS, ATS_ENABLED]
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts about the RDMA ports.
+  returned: always
+  type: dict
+  contains:
+    rdma_ports:
+      description: Every RDMA port, sorted by device and port.
+      returned: always
+      type: list
+      elements: dict
+      contains:
+        ibdev:
+          description: RDMA device name, such as C(mlx5_0) (OFED/DOCA) or C(rocep1s0f0) (inbox udev naming).
+          returned: always
+          type: str
+          sample: mlx5_0
+        port:
+          description: Port number.
+          returned: always
+          type: int
+          sample: 1
+        netdev:
+          description: The netdev of the port; V(null) when no source names one.
+          returned: always
+          type: str
+          sample: ens1np0
+        pci_address:
+          description: PCI address of the NIC when a source gives it (sysfs, C(ibdev2netdev -v)).
+          returned: always
+          type: str
+          sample: "0000:1a:00.0"
+        state:
+          description: Port state, V(ACTIVE), V(DOWN), V(INIT) or V(ARMED).
+          returned: always
+          type: str
+          sample: ACTIVE
+        phys_state:
+          description: Physical state as the source prints it.
+          returned: always
+          type: str
+          sample: LinkUp
+        link_layer:
+          description: V(Ethernet) (RoCE) or V(InfiniBand).
+          returned: always
+          type: str
+          sample: Ethernet
+        active_mtu:
+          description: RDMA MTU in bytes, from C(ibv_devinfo); V(null) without it.
+          returned: always
+          type: int
+          sample: 4096
+        rate:
+          description: Link rate as the source prints it.
+          returned: always
+          type: str
+          sample: 400 Gb/sec (4X NDR)
+        gids:
+          description: The set GIDs, each with C(index), C(gid) (full form) and C(type) (V(RoCE v1), V(RoCE v2), V(IB) or V(null)).
+          returned: always
+          type: list
+          elements: dict
+        roce_v2_ipv4_gid:
+          description:
+            - The lowest-index RoCEv2 GID that maps an IPv4 address, with keys C(index), C(gid), C(type) and C(ipv4).
+            - V(null) when there is none or the port is not Ethernet.
+          returned: always
+          type: dict
+    rdma_gid_index:
+      description: The RoCEv2 IPv4 GID index common to all RoCE ports, for C(NCCL_IB_GID_INDEX); V(null) if none or they differ.
+      returned: always
+      type: int
+      sample: 3
+    rdma_sources:
+      description: The sources read, in order.
+      returned: always
+      type: list
+      elements: str
+      sample: [sysfs, ibv_devinfo, ibdev2netdev]
+    rdma_qos:
+      description:
+        - Per netdev of O(qos_interfaces), its C(dcbx_mode), C(trust), C(pfc_enabled) (eight 0/1 by priority),
+          C(pfc_priorities), C(dscp2prio) and C(cable_len); V(null) for what mlnx_qos did not print.
+      returned: always
+      type: dict
+    rdma_firmware:
+      description:
+        - Per PCI address of O(firmware_devices), each parameter with its C(default), C(current) and C(next_boot) value.
+        - Values are the numbers mlxconfig takes, so V(True(1\)) is V(1).
+      returned: always
+      type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
+from ansible_collections.onprem.gpu.plugins.module_utils._rdma import (
+    RdmaParseError,
+    common_gid_index,
+    merge_ports,
+    parse_ibdev2netdev,
+    parse_ibv_devinfo,
+    parse_mlnx_qos,
+    parse_mlxconfig_query,
+    parse_rdma_link,
+    parse_show_gids,
+    read_sysfs,
+)
+
+
+def run_parsed(module, argv, parser, accept_rc=(0,)):
+    """Run argv and parse its stdout; fail the task with the command and its output when either fails."""
+    rc, stdout, stderr = module.run_command(argv, environ_update={"LC_ALL": "C"})
+    if rc not in accept_rc:
+        module.fail_json(msg="%s failed with exit code %d: %s" % (" ".join(argv), rc, (stderr or stdout).strip()),
+                         cmd=argv, rc=rc, stdout=stdout, stderr=stderr)
+    try:
+        return parser(stdout)
+    except RdmaParseError as error:
+        module.fail_json(msg="Cannot read the output of %s: %s" % (" ".join(argv), error), cmd=argv, rc=rc, stdout=stdout, stderr=stderr)
+
+
+def read_ports(module):
+    params = module.params
+    sources = {}
+    sysfs = read_sysfs(params["sysfs_root"])
+    if sysfs is not None:
+        sources["sysfs"] = sysfs
+    ibv_devinfo = find_command(module, params["ibv_devinfo"])
+    if ibv_devinfo:
+        # Without devices ibv_devinfo prints "No IB devices found" and exits 255 on some rdma-core versions.
+        sources["ibv_devinfo"] = run_parsed(module, [ibv_devinfo, "-v"], parse_ibv_devinfo, accept_rc=(0, 255))
+    show_gids = find_command(module, params["show_gids"]) if sysfs is None else None
+    if show_gids:
+        sources["show_gids"] = run_parsed(module, [show_gids], parse_show_gids)
+    ibdev2netdev = find_command(module, params["ibdev2netdev"])
+    if ibdev2netdev:
+        sources["ibdev2netdev"] = run_parsed(module, [ibdev2netdev, "-v"], parse_ibdev2netdev)
+    else:
+        rdma = find_command(module, params["rdma"])
+        if rdma:
+            sources["rdma_link"] = run_parsed(module, [rdma, "link", "show"], parse_rdma_link)
+    ports = merge_ports(sysfs=sources.get("sysfs"), devinfo=sources.get("ibv_devinfo"), show_gids=sources.get("show_gids"),
+                        ibdev2netdev=sources.get("ibdev2netdev"), rdma_link=sources.get("rdma_link"))
+    return ports, list(sources)
+
+
+def required_command(module, option, purpose):
+    path = find_command(module, module.params[option])
+    if path is None:
+        module.fail_json(msg="%s is needed to read %s but is not installed (option %s)." % (module.params[option], purpose, option))
+    return path
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            sysfs_root=dict(type="path", default="/sys"),
+            ibv_devinfo=dict(type="str", default="ibv_devinfo"),
+            show_gids=dict(type="str", default="show_gids"),
+            ibdev2netdev=dict(type="str", default="ibdev2netdev"),
+            rdma=dict(type="str", default="rdma"),
+            mlnx_qos=dict(type="str", default="mlnx_qos"),
+            qos_interfaces=dict(type="list", elements="str", default=[]),
+            mlxconfig=dict(type="str", default="mlxconfig"),
+            firmware_devices=dict(type="list", elements="str", default=[]),
+            firmware_params=dict(type="list", elements="str", default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    ports, sources = read_ports(module)
+    qos = {}
+    if module.params["qos_interfaces"]:
+        mlnx_qos = required_command(module, "mlnx_qos", "the RoCE QoS state")
+        for netdev in module.params["qos_interfaces"]:
+            qos[netdev] = run_parsed(module, [mlnx_qos, "-i", netdev], parse_mlnx_qos)
+    firmware = {}
+    if module.params["firmware_devices"]:
+        mlxconfig = required_command(module, "mlxconfig", "the NIC firmware settings")
+        for pci in module.params["firmware_devices"]:
+            firmware[pci] = run_parsed(module, [mlxconfig, "-d", pci, "-e", "query"] + module.params["firmware_params"],
+                                       parse_mlxconfig_query)
+    module.exit_json(
+        changed=False,
+        ansible_facts=dict(
+            rdma_ports=ports,
+            rdma_gid_index=common_gid_index(ports),
+            rdma_sources=sources,
+            rdma_qos=qos,
+            rdma_firmware=firmware,
+        ),
+    )
+
+
+if __name__ == "__main__":
+    main()
