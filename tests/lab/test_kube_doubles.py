@@ -159,7 +159,8 @@ def test_a_worker_joins_with_its_labels_and_taints(clusters):
     token = create_token(dc1)
     taint = {"key": "onprem.gpu/pool", "value": "training", "effect": "NoSchedule"}
     clusters["dc1-gpu1"] = worker
-    worker.run("kubeadm", "join", "--config", worker.config("join.yaml", join_config(worker, dc1["port"], token, dc1["hash"], {"onprem.gpu/pool": "training"}, [taint])))
+    config = worker.config("join.yaml", join_config(worker, dc1["port"], token, dc1["hash"], {"onprem.gpu/pool": "training"}, [taint]))
+    worker.run("kubeadm", "join", "--config", config)
     assert (worker.root / "etc/kubernetes/kubelet.conf").is_file()
     assert not (worker.root / "etc/kubernetes/bootstrap-kubelet.conf").exists()
     node = kubectl_json(dc1, "get", "node", "dc1-gpu1")
@@ -186,7 +187,8 @@ def test_a_dc1_worker_is_refused_by_dc2(clusters):
 def test_an_unknown_token_is_refused(clusters):
     dc1 = clusters["dc1"]
     worker = Node(dc1["cp"].root.parent, "dc1-gpu8")
-    refused = worker.run("kubeadm", "join", "--config", worker.config("join.yaml", join_config(worker, dc1["port"], "abcdef.0123456789abcdef", dc1["hash"])), check=False)
+    config = worker.config("join.yaml", join_config(worker, dc1["port"], "abcdef.0123456789abcdef", dc1["hash"]))
+    refused = worker.run("kubeadm", "join", "--config", config, check=False)
     assert refused.returncode == 1 and 'could not find a JWS signature in the cluster-info ConfigMap for token ID "abcdef"' in refused.stderr
 
 
@@ -195,7 +197,8 @@ def test_patch_sets_and_removes_labels(clusters):
     patch = json.dumps({"metadata": {"labels": {"example.com/rack": "r1"}}})
     dc1["cp"].run("kubectl", "--kubeconfig", dc1["admin"], "patch", "node", "dc1-cp1", "--type", "merge", "-p", patch)
     assert kubectl_json(dc1, "get", "node", "dc1-cp1")["metadata"]["labels"]["example.com/rack"] == "r1"
-    dc1["cp"].run("kubectl", "--kubeconfig", dc1["admin"], "patch", "node", "dc1-cp1", "--type", "merge", "-p", json.dumps({"metadata": {"labels": {"example.com/rack": None}}}))
+    removal = json.dumps({"metadata": {"labels": {"example.com/rack": None}}})
+    dc1["cp"].run("kubectl", "--kubeconfig", dc1["admin"], "patch", "node", "dc1-cp1", "--type", "merge", "-p", removal)
     assert "example.com/rack" not in kubectl_json(dc1, "get", "node", "dc1-cp1")["metadata"]["labels"]
 
 
