@@ -53,6 +53,21 @@ assert_no_change site-2
 run_step "lab.yml, second run" lab-2 playbooks/lab.yml
 assert_no_change lab-2
 
+# Two clusters, one per datacenter, each knowing only its own nodes, with separate CAs.
+cluster_nodes() {
+    podman exec "onprem-gpu-lab-$1" kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes --output json \
+        | python3 -c 'import json, sys; print(" ".join(sorted(n["metadata"]["name"] for n in json.load(sys.stdin)["items"])))'
+}
+ca_hash() {
+    podman exec "onprem-gpu-lab-$1" sh -c 'openssl x509 -pubkey -noout -in /etc/kubernetes/pki/ca.crt | openssl pkey -pubin -outform der | sha256sum'
+}
+[[ "$(cluster_nodes dc1-cp1)" == "dc1-cp1 dc1-gpu1 dc1-gpu2" ]] || { echo "e2e: dc1's cluster has the nodes: $(cluster_nodes dc1-cp1)" >&2; exit 1; }
+[[ "$(cluster_nodes dc2-cp1)" == "dc2-cp1 dc2-gpu1" ]] || { echo "e2e: dc2's cluster has the nodes: $(cluster_nodes dc2-cp1)" >&2; exit 1; }
+[[ "$(ca_hash dc1-cp1)" != "$(ca_hash dc2-cp1)" ]] || { echo "e2e: dc1 and dc2 share a CA" >&2; exit 1; }
+run_step "a dc1 worker offered to dc2 is refused" kube-wrong-cluster tests/e2e/kube_wrong_cluster.yml
+# How much a no-op re-run costs each worker: tasks run (ok) and skipped, from the second run's recap.
+grep -E '^(dc[0-9]+-gpu[0-9]+) +: ' "$logs/site-2.log" | awk '{print "no-op site.yml, " $1 ": " $3 " " $7}' | tee -a "$timings"
+
 assert_summary_line '"  dc1-gpu1     8 x NVIDIA H100 80GB HBM3, driver 580.65.06, MIG capable"'
 assert_summary_line '"  dc1-gpu2     8 x NVIDIA H100 80GB HBM3, driver 580.65.06, MIG capable"'
 assert_summary_line '"  dc2-gpu1     8 x NVIDIA A100-SXM4-80GB, driver 580.65.06, MIG capable"'

@@ -1,0 +1,93 @@
+"""The molecule-kube cluster after converge, idempotence and the side effect, read back through its own API.
+
+w1 joined in converge; w2 joined later in a run limited to it while w1 was stopped; then w1's rack label left the
+inventory. Cluster-wide checks run on the control plane; node checks on every node.
+"""
+import json
+import os
+import pathlib
+
+import pytest
+
+ADMIN = "/etc/kubernetes/admin.conf"
+VERSION = "1.35.4"
+
+
+@pytest.fixture()
+def cluster(host):
+    if host.backend.get_hostname() != "molecule-kube-cp1":
+        pytest.skip("cluster-wide checks run on the control plane")
+    return host
+
+
+def nodes(host):
+    listing = json.loads(host.check_output(f"kubectl --kubeconfig {ADMIN} get nodes --output json"))
+    assert listing["kind"] == "List"
+    return {node["metadata"]["name"]: node for node in listing["items"]}
+
+
+def test_both_workers_registered_in_their_pools(cluster):
+    found = nodes(cluster)
+    assert sorted(found) == ["molecule-kube-cp1", "molecule-kube-w1", "molecule-kube-w2"]
+    w1, w2 = found["molecule-kube-w1"], found["molecule-kube-w2"]
+    assert w1["metadata"]["labels"]["onprem.gpu/pool"] == "training"
+    assert w1["spec"]["taints"] == [{"key": "onprem.gpu/pool", "value": "training", "effect": "NoSchedule"}]
+    assert w2["metadata"]["labels"]["onprem.gpu/pool"] == "inference"
+    assert w2["spec"]["taints"] == [{"key": "onprem.gpu/pool", "value": "inference", "effect": "NoSchedule"},
+                                    {"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    for node in (w1, w2):
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == f"v{VERSION}"
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] != "Unknown", f"kubelet of {node['metadata']['name']} does not post its status"
+
+
+def test_a_label_dropped_from_the_inventory_left_the_node(cluster):
+    w1 = nodes(cluster)["molecule-kube-w1"]
+    assert "example.com/rack" not in w1["metadata"]["labels"]
+    assert w1["metadata"]["annotations"]["onprem.gpu/managed-labels"] == "onprem.gpu/pool"
+    # kubelet's own labels are not the collection's to remove.
+    assert w1["metadata"]["labels"]["kubernetes.io/hostname"] == "molecule-kube-w1"
+
+
+def test_the_control_plane_keeps_its_role_and_taint(cluster):
+    cp = nodes(cluster)["molecule-kube-cp1"]
+    assert "node-role.kubernetes.io/control-plane" in cp["metadata"]["labels"]
+    assert {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"} in cp["spec"]["taints"]
+
+
+def test_one_token_per_run_that_joined_and_none_for_the_idempotence_run(cluster):
+    listing = cluster.check_output(f"kubeadm token list --kubeconfig {ADMIN} --output json")
+    # kubeadm prints one JSON object per token, one after the other.
+    decoder, tokens, position = json.JSONDecoder(), [], 0
+    while listing[position:].strip():
+        token, position = decoder.raw_decode(listing, position + len(listing[position:]) - len(listing[position:].lstrip()))
+        tokens.append(token)
+    joins = [token for token in tokens if token["description"].startswith("onprem.gpu: join")]
+    # converge joined w1, the side effect w2; idempotence joined nobody, so made no token.
+    assert len(joins) == 2
+    assert len(tokens) == 3  # and the one kubeadm init always makes
+    for token in tokens:
+        assert token["ttl"] in [f"{minutes}m" for minutes in range(16)], token["ttl"]
+
+
+def test_the_admin_kubeconfig_is_on_the_controller_mode_0600(cluster):
+    local = pathlib.Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "artifacts" / "molecule-kube" / "admin.conf"
+    assert local.stat().st_mode & 0o777 == 0o600
+    assert local.read_text() == cluster.file(ADMIN).content_string
+
+
+def test_node_base(host):
+    listing = host.check_output("dpkg-query -W -f='${Package} ${Version}\\n' kubelet kubeadm kubectl")
+    assert dict(line.split() for line in listing.splitlines()) == {name: f"{VERSION}-1.1" for name in ("kubelet", "kubeadm", "kubectl")}
+    assert {"kubelet", "kubeadm", "kubectl"} <= set(host.check_output("apt-mark showhold").split())
+    assert host.file("/etc/modules-load.d/kubernetes.conf").content_string.split("\n")[1:3] == ["overlay", "br_netfilter"]
+    assert "net.ipv4.ip_forward=1" in host.file("/etc/sysctl.d/90-kubernetes.conf").content_string.replace(" ", "")
+    assert host.file("/proc/sys/net/ipv4/ip_forward").content_string.strip() == "1"
+    assert host.check_output("systemctl is-enabled swap.target || true") == "masked"
+    assert host.service("kubelet").is_enabled and host.service("kubelet").is_running
+
+
+def test_joined_nodes_keep_no_token_on_disk(host):
+    assert host.file("/etc/kubernetes/kubelet.conf").exists
+    assert not host.file("/etc/kubernetes/kubeadm-join.yaml").exists
+    assert not host.file("/etc/kubernetes/bootstrap-kubelet.conf").exists

@@ -1,0 +1,46 @@
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.onprem.gpu.plugins.module_utils._kube import (
+    KubeInputError,
+    ca_cert_hash,
+    cidr_problems,
+    node_metadata_patch,
+)
+
+
+def kube_ca_cert_hash(pem):
+    """sha256:<hex> of a CA certificate's public key, as kubeadm join pins it."""
+    try:
+        return ca_cert_hash(pem)
+    except KubeInputError as error:
+        raise AnsibleFilterError(f"kube_ca_cert_hash: {error}") from None
+
+
+def kube_cidr_problems(pod_cidr, service_cidr):
+    """Sentences saying what is wrong with a cluster's pod and service networks; empty when none."""
+    return cidr_problems(pod_cidr, service_cidr)
+
+
+def kube_node_patch(node, labels, taints):
+    """The merge patch that gives a Node its pool labels and taints, or None when it has them."""
+    try:
+        return node_metadata_patch(node, labels, taints)
+    except KubeInputError as error:
+        raise AnsibleFilterError(f"kube_node_patch: {error}") from None
+
+
+class FilterModule:
+    """Filters of the kubeadm roles: the CA hash joins pin, CIDR checks, pool labels and taints."""
+
+    def filters(self):
+        return {
+            "kube_ca_cert_hash": kube_ca_cert_hash,
+            "kube_cidr_problems": kube_cidr_problems,
+            "kube_node_patch": kube_node_patch,
+        }

@@ -1,0 +1,159 @@
+"""Bad Kubernetes settings stop site.yml in its preflight play, before anything changes, with one clear sentence.
+
+The inventory cases run the real site.yml against copies of the lab inventory with no lab started: they must stop
+in the pure inventory checks that run before any host is contacted. The version case runs kube_node's mirror check
+on this machine (connection: local) against a package index served from a temporary directory.
+"""
+import functools
+import http.server
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
+
+
+def run(playbook, inventory, *extra):
+    environment = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    return subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(playbook), *extra],
+                          cwd=REPO, env=environment, capture_output=True, text=True, timeout=300, check=False)
+
+
+def one_line(text):
+    return " ".join(text.split())
+
+
+def lab_copy(tmp_path, edit):
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "inventories" / "lab", inventory, ignore=shutil.ignore_patterns("artifacts"))
+    edit(inventory)
+    return inventory
+
+
+def edit_yaml(path, change):
+    data = yaml.safe_load(path.read_text())
+    change(data)
+    path.write_text(yaml.safe_dump(data))
+
+
+def overlapping_networks(inventory):
+    edit_yaml(inventory / "group_vars" / "dc1.yml", lambda data: data.update(kube_service_cidr="10.32.0.0/16"))
+
+
+def node_in_both_pools(inventory):
+    edit_yaml(inventory / "hosts.yml", lambda data: data["all"]["children"]["dc1"]["children"]["dc1_gpu_workers"]["children"]
+              ["dc1_inference"]["hosts"].update({"dc1-gpu1": None}))
+
+
+def missing_api_endpoint(inventory):
+    edit_yaml(inventory / "group_vars" / "dc2.yml", lambda data: data.pop("kube_api_endpoint"))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        pytest.param(overlapping_networks,
+                     "dc1: kube_pod_cidr 10.32.0.0/13 and kube_service_cidr 10.32.0.0/16 overlap: pod and service addresses would collide; "
+                     "give them separate ranges (for example 10.32.0.0/12 for pods and 10.96.0.0/12 for services).",
+                     id="overlapping-pod-and-service-networks"),
+        pytest.param(node_in_both_pools,
+                     "dc1-gpu1 is in the groups training_pool and inference_pool: a node belongs to one pool, so remove it from all but one of them.",
+                     id="node-in-both-pools"),
+        pytest.param(missing_api_endpoint,
+                     "dc2-cp1: kube_api_endpoint must be the host:port where the cluster's API answers, for example 10.10.0.10:6443 or "
+                     "api.dc1.example.internal:6443 (got nothing); set it in the group_vars of the datacenter.",
+                     id="missing-api-endpoint"),
+    ],
+)
+def test_bad_cluster_settings_stop_site_before_any_change(tmp_path, edit, message):
+    result = run(REPO / "playbooks" / "site.yml", lab_copy(tmp_path, edit))
+    output = one_line(result.stdout + result.stderr)
+    assert result.returncode != 0
+    assert message in output
+    # Stopped in the preflight play's first checks: no host was contacted, no later play started.
+    assert "TASK [onprem.gpu.preflight : Read the distribution]" not in result.stdout
+    assert "PLAY [Install the GPU node base]" not in result.stdout
+    assert "changed=1" not in result.stdout
+
+
+def test_the_example_inventories_pass_the_checks(tmp_path):
+    """onprem-dc1 and onprem-dc2 as shipped pass the inventory checks (site.yml's pre_tasks, no host contacted)."""
+    for name in ("onprem-dc1", "onprem-dc2"):
+        playbook = tmp_path / f"{name}.yml"
+        playbook.write_text(yaml.safe_dump([{
+            "name": "Kubernetes inventory checks", "hosts": "control_plane:gpu_nodes", "gather_facts": False,
+            "tasks": [
+                {"name": "Node checks", "ansible.builtin.include_role": {"name": "onprem.gpu.kube_node", "tasks_from": "preflight_inputs"}},
+                {"name": "Network checks", "ansible.builtin.include_role": {"name": "onprem.gpu.kube_control_plane", "tasks_from": "preflight_inputs"},
+                 "when": "inventory_hostname in groups['control_plane']"},
+            ],
+        }]))
+        result = run(playbook, REPO / "inventories" / name)
+        assert result.returncode == 0, result.stdout[-3000:]
+        assert "failed=0" in result.stdout
+
+
+INDEX = """Package: kubeadm
+Version: 1.35.4-1.1
+Architecture: amd64
+
+Package: kubelet
+Version: 1.35.4-1.1
+Architecture: amd64
+
+Package: kubectl
+Version: 1.35.4-1.1
+Architecture: amd64
+
+Package: kubelet
+Version: 1.36.2-1.1
+Architecture: amd64
+"""
+
+
+@pytest.fixture()
+def mirror(tmp_path):
+    root = tmp_path / "mirror"
+    root.mkdir()
+    (root / "Packages").write_text(INDEX)
+    (root / "Release.key").write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnot a real key\n-----END PGP PUBLIC KEY BLOCK-----\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+def mirror_check(tmp_path, mirror, version):
+    playbook = tmp_path / "mirror_check.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "kube_node's mirror check on this machine", "hosts": "all", "connection": "local", "gather_facts": False,
+        "vars": {"kube_version": version, "kube_node_repo_url": mirror},
+        "tasks": [
+            {"name": "Platform", "ansible.builtin.include_role": {"name": "onprem.gpu.kube_node", "tasks_from": "set_vars"}},
+            {"name": "Mirror", "ansible.builtin.include_role": {"name": "onprem.gpu.kube_node", "tasks_from": "preflight_mirror"}},
+        ],
+    }]))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node-test": {"ansible_python_interpreter": sys.executable}}}}))
+    return run(playbook, inventory, "--check")
+
+
+def test_a_version_the_mirror_lacks_is_refused(tmp_path, mirror):
+    result = mirror_check(tmp_path, mirror, "1.36.2")
+    assert result.returncode != 0
+    assert (f"The mirror {mirror} has no kubeadm, kubectl at Kubernetes 1.36.2 (it offers kubeadm 1.35.4-1.1); "
+            "set kube_version to an offered version or publish it on the mirror.") in one_line(result.stdout)
+
+
+def test_a_version_the_mirror_has_passes(tmp_path, mirror):
+    result = mirror_check(tmp_path, mirror, "1.35.4")
+    assert result.returncode == 0, result.stdout[-3000:]

@@ -1,0 +1,232 @@
+"""Tests of the kubeadm, kubelet and kubectl doubles (lab/doubles/kube/README.md): two clusters on this machine.
+
+Each node is a directory (KUBE_DOUBLE_ROOT) holding its /etc/kubernetes and /var/lib/kubelet; kubeadm starts the
+kubelet double as a child process instead of through systemd; each control plane serves its API on 127.0.0.1 at
+its own port. The worker joins with a token and the CA hash, as the roles make it join.
+"""
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+DOUBLE = pathlib.Path(__file__).resolve().parents[2] / "lab" / "doubles" / "kube" / "kube"
+PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+VERSION = "1.35.4"
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Node:
+    def __init__(self, base, name):
+        self.name = name
+        self.root = base / name
+        self.root.mkdir()
+        bin_dir = base / "bin"
+        if not bin_dir.exists():
+            bin_dir.mkdir()
+            for program in ("kubeadm", "kubelet", "kubectl"):
+                (bin_dir / program).symlink_to(DOUBLE)
+        self.bin = bin_dir
+        (base / "version.json").write_text(json.dumps({"version": VERSION}))
+        (self.root / "containerd.sock").touch()
+        self.env = dict(os.environ, KUBE_DOUBLE_ROOT=str(self.root), KUBE_DOUBLE_VERSION=str(base / "version.json"),
+                        KUBE_DOUBLE_KUBELET="spawn", KUBE_DOUBLE_CRI_SOCKET=str(self.root / "containerd.sock"),
+                        KUBE_DOUBLE_HEARTBEAT="1", TMPDIR=str(base))
+
+    def run(self, program, *arguments, check=True):
+        result = subprocess.run([PYTHON, str(self.bin / program), *arguments], env=self.env, capture_output=True, text=True,
+                                timeout=120, check=False)
+        if check:
+            assert result.returncode == 0, result.stderr
+        return result
+
+    def config(self, name, documents):
+        target = self.root / name
+        target.write_text(yaml.safe_dump_all(documents))
+        return f"/{name}"  # as the node sees it: the double resolves paths under KUBE_DOUBLE_ROOT
+
+    def stop(self):
+        pid_file = self.root / "var" / "run" / "kubelet.pid"
+        if pid_file.exists():
+            try:
+                os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def init_config(node, port, pod_cidr="10.32.0.0/12", service_cidr="10.96.0.0/12", version=VERSION):
+    return [
+        {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "InitConfiguration",
+         "bootstrapTokens": [{"ttl": "15m", "usages": ["signing", "authentication"], "groups": ["system:bootstrappers:kubeadm:default-node-token"]}],
+         "localAPIEndpoint": {"advertiseAddress": "127.0.0.1", "bindPort": port},
+         "nodeRegistration": {"name": node.name, "criSocket": "unix:///run/containerd/containerd.sock"}},
+        {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration", "clusterName": node.name.split("-")[0],
+         "kubernetesVersion": f"v{version}", "controlPlaneEndpoint": f"127.0.0.1:{port}",
+         "networking": {"podSubnet": pod_cidr, "serviceSubnet": service_cidr, "dnsDomain": "cluster.local"}},
+    ]
+
+
+def join_config(node, port, token, ca_hash, labels=None, taints=None):
+    return [{"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "JoinConfiguration",
+             "discovery": {"bootstrapToken": {"apiServerEndpoint": f"127.0.0.1:{port}", "token": token, "caCertHashes": [ca_hash]}},
+             "nodeRegistration": {"name": node.name, "criSocket": "unix:///run/containerd/containerd.sock", "taints": taints or [],
+                                  "kubeletExtraArgs": [{"name": "node-labels", "value": ",".join(f"{k}={v}" for k, v in (labels or {}).items())}]}}]
+
+
+def openssl_hash(ca_file):
+    public_key = subprocess.run(["openssl", "x509", "-pubkey", "-noout", "-in", ca_file], capture_output=True, check=True).stdout
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=public_key, capture_output=True, check=True).stdout
+    import hashlib
+    return "sha256:" + hashlib.sha256(der).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory):
+    base = tmp_path_factory.mktemp("kube")
+    made = {}
+    nodes = []
+    try:
+        for dc in ("dc1", "dc2"):
+            cp = Node(base, f"{dc}-cp1")
+            nodes.append(cp)
+            port = free_port()
+            cp.run("kubeadm", "init", "--config", cp.config("kubeadm.yaml", init_config(cp, port)), "--skip-token-print")
+            made[dc] = {"cp": cp, "port": port, "admin": "/etc/kubernetes/admin.conf",
+                        "hash": openssl_hash(str(cp.root / "etc/kubernetes/pki/ca.crt"))}
+        made["nodes"] = nodes
+        yield made
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def kubectl_json(cluster, *arguments):
+    return json.loads(cluster["cp"].run("kubectl", "--kubeconfig", cluster["admin"], *arguments, "-o", "json").stdout)
+
+
+def test_init_writes_what_kubeadm_writes(clusters):
+    root = clusters["dc1"]["cp"].root
+    for name in ("admin.conf", "super-admin.conf", "kubelet.conf", "controller-manager.conf", "scheduler.conf",
+                 "pki/ca.crt", "pki/ca.key", "pki/apiserver.crt", "pki/sa.key", "pki/sa.pub", "pki/front-proxy-ca.crt",
+                 "pki/etcd/ca.crt", "manifests/kube-apiserver.yaml", "manifests/etcd.yaml"):
+        assert (root / "etc/kubernetes" / name).is_file(), name
+    assert oct((root / "etc/kubernetes/admin.conf").stat().st_mode & 0o777) == "0o600"
+    ca_text = subprocess.run(["openssl", "x509", "-noout", "-subject", "-ext", "basicConstraints", "-in", str(root / "etc/kubernetes/pki/ca.crt")],
+                             capture_output=True, text=True, check=True).stdout
+    assert "CN = kubernetes" in ca_text and "CA:TRUE" in ca_text
+    kubelet_config = yaml.safe_load((root / "var/lib/kubelet/config.yaml").read_text())
+    assert kubelet_config["kind"] == "KubeletConfiguration" and kubelet_config["cgroupDriver"] == "systemd"
+    assert kubelet_config["clusterDNS"] == ["10.96.0.10"]
+    apiserver = yaml.safe_load((root / "etc/kubernetes/manifests/kube-apiserver.yaml").read_text())
+    assert "--service-cluster-ip-range=10.96.0.0/12" in apiserver["spec"]["containers"][0]["command"]
+
+
+def test_the_control_plane_is_registered_and_marked(clusters):
+    nodes = kubectl_json(clusters["dc1"], "get", "nodes")
+    assert nodes["kind"] == "List"
+    (node,) = nodes["items"]
+    assert node["metadata"]["name"] == "dc1-cp1"
+    assert node["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] == ""
+    assert node["spec"]["taints"] == [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == f"v{VERSION}"
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and "cni plugin not initialized" in ready["message"]
+
+
+def test_the_two_clusters_have_separate_cas(clusters):
+    assert clusters["dc1"]["hash"] != clusters["dc2"]["hash"]
+
+
+def create_token(cluster):
+    return cluster["cp"].run("kubeadm", "token", "create", "--kubeconfig", cluster["admin"], "--ttl", "15m").stdout.strip()
+
+
+def test_a_worker_joins_with_its_labels_and_taints(clusters):
+    dc1 = clusters["dc1"]
+    worker = Node(dc1["cp"].root.parent, "dc1-gpu1")
+    clusters["nodes"].append(worker)
+    token = create_token(dc1)
+    taint = {"key": "onprem.gpu/pool", "value": "training", "effect": "NoSchedule"}
+    clusters["dc1-gpu1"] = worker
+    config = worker.config("join.yaml", join_config(worker, dc1["port"], token, dc1["hash"], {"onprem.gpu/pool": "training"}, [taint]))
+    worker.run("kubeadm", "join", "--config", config)
+    assert (worker.root / "etc/kubernetes/kubelet.conf").is_file()
+    assert not (worker.root / "etc/kubernetes/bootstrap-kubelet.conf").exists()
+    node = kubectl_json(dc1, "get", "node", "dc1-gpu1")
+    assert node["metadata"]["labels"]["onprem.gpu/pool"] == "training"
+    assert node["spec"]["taints"] == [taint]
+    # The worker's kubelet speaks with its own certificate from the CSR, signed by the cluster CA.
+    listed = worker.run("kubectl", "--kubeconfig", "/etc/kubernetes/kubelet.conf", "get", "nodes").stdout
+    assert "dc1-gpu1" in listed and "dc1-cp1" in listed
+    # A second join on a joined node stops in preflight, as the real kubeadm does.
+    again = worker.run("kubeadm", "join", "--config", "/join.yaml", check=False)
+    assert again.returncode == 1 and "[ERROR FileAvailable--etc-kubernetes-kubelet.conf]" in again.stderr
+
+
+def test_a_dc1_worker_is_refused_by_dc2(clusters):
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    worker = Node(dc1["cp"].root.parent, "dc1-gpu9")
+    token = create_token(dc2)
+    refused = worker.run("kubeadm", "join", "--config", worker.config("join.yaml", join_config(worker, dc2["port"], token, dc1["hash"])), check=False)
+    assert refused.returncode == 1
+    assert f'none of the public keys "{dc2["hash"]}" are pinned' in refused.stderr
+    assert not (worker.root / "etc/kubernetes/kubelet.conf").exists()
+
+
+def test_an_unknown_token_is_refused(clusters):
+    dc1 = clusters["dc1"]
+    worker = Node(dc1["cp"].root.parent, "dc1-gpu8")
+    config = worker.config("join.yaml", join_config(worker, dc1["port"], "abcdef.0123456789abcdef", dc1["hash"]))
+    refused = worker.run("kubeadm", "join", "--config", config, check=False)
+    assert refused.returncode == 1 and 'could not find a JWS signature in the cluster-info ConfigMap for token ID "abcdef"' in refused.stderr
+
+
+def test_patch_sets_and_removes_labels(clusters):
+    dc1 = clusters["dc1"]
+    patch = json.dumps({"metadata": {"labels": {"example.com/rack": "r1"}}})
+    dc1["cp"].run("kubectl", "--kubeconfig", dc1["admin"], "patch", "node", "dc1-cp1", "--type", "merge", "-p", patch)
+    assert kubectl_json(dc1, "get", "node", "dc1-cp1")["metadata"]["labels"]["example.com/rack"] == "r1"
+    removal = json.dumps({"metadata": {"labels": {"example.com/rack": None}}})
+    dc1["cp"].run("kubectl", "--kubeconfig", dc1["admin"], "patch", "node", "dc1-cp1", "--type", "merge", "-p", removal)
+    assert "example.com/rack" not in kubectl_json(dc1, "get", "node", "dc1-cp1")["metadata"]["labels"]
+
+
+def test_tokens_are_listed_and_secrets_need_an_admin(clusters):
+    dc1 = clusters["dc1"]
+    listing = dc1["cp"].run("kubeadm", "token", "list", "--kubeconfig", dc1["admin"]).stdout
+    assert listing.startswith("TOKEN") and "authentication,signing" in listing
+    denied = clusters["dc1-gpu1"].run("kubectl", "--kubeconfig", "/etc/kubernetes/kubelet.conf", "get", "secrets", "-n", "kube-system", check=False)
+    assert denied.returncode == 1 and 'User "system:node:dc1-gpu1" cannot get resource "secrets"' in denied.stderr
+
+
+@pytest.mark.parametrize(
+    "pod_cidr, service_cidr, version, message",
+    [
+        pytest.param("10.96.0.0/16", "10.96.0.0/12", VERSION, "pod subnet overlaps with service subnet", id="overlap"),
+        pytest.param("10.32.0.0/12", "10.96.0.0/12", "1.34.2", "this version of kubeadm only supports", id="other-minor"),
+    ],
+)
+def test_config_validate_refuses_what_kubeadm_refuses(tmp_path, pod_cidr, service_cidr, version, message):
+    node = Node(tmp_path, "dc9-cp1")
+    result = node.run("kubeadm", "config", "validate", "--config", node.config("k.yaml", init_config(node, 6443, pod_cidr, service_cidr, version)), check=False)
+    assert result.returncode == 1 and message in result.stderr
+
+
+def test_config_validate_is_strict(tmp_path):
+    node = Node(tmp_path, "dc9-cp1")
+    documents = init_config(node, 6443)
+    documents[1]["podSubnet"] = "10.32.0.0/12"
+    result = node.run("kubeadm", "config", "validate", "--config", node.config("k.yaml", documents), check=False)
+    assert result.returncode == 1 and 'unknown field "podSubnet"' in result.stderr
+    assert node.run("kubeadm", "config", "validate", "--config", node.config("ok.yaml", init_config(node, 6443))).stdout.strip() == "ok"
