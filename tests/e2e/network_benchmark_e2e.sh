@@ -107,8 +107,30 @@ run_step "lab.yml (the lab plus dc1-gpu3 and dc1-gpu4)" lab pass playbooks/lab.y
 # The new nodes have no RDMA stack yet: the benchmark refuses them with a sentence naming each.
 benchmark before-site fail -e network_benchmark_install=false -e network_benchmark_hosts=dc1-gpu3
 grep -q 'dc1-gpu3 declares 8 RoCE rails but no RoCEv2 GID index can be read from them' "$out/before-site.log"
-# New servers join the rack the way an operator adds them: site.yml limited to them.
+# New servers join the rack the way an operator adds them: site.yml limited to them, with no fact cache. They
+# join dc1's cluster in the training pool, and the nodes already there keep their identity, labels and taints.
+dc1_nodes() {
+    podman exec onprem-gpu-lab-dc1-cp1 kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes --output json \
+        | "$repo/.venv/bin/python" -c '
+import json, sys
+for node in sorted(json.load(sys.stdin)["items"], key=lambda node: node["metadata"]["name"]):
+    metadata = node["metadata"]
+    print(metadata["name"], metadata["uid"], json.dumps(metadata.get("labels", {}), sort_keys=True),
+          json.dumps(node.get("spec", {}).get("taints", []), sort_keys=True))'
+}
+before="$(dc1_nodes)"
 run_step "site.yml on the new nodes (--limit dc1-gpu3,dc1-gpu4)" site-new-nodes pass playbooks/site.yml --limit "$(IFS=,; echo "${extra_nodes[*]}")"
+after="$(dc1_nodes)"
+if [[ "$(grep -vE '^dc1-gpu[34] ' <<<"$after")" != "$before" ]]; then
+    echo "network benchmark e2e: site.yml --limit changed nodes it was not limited to:" >&2
+    diff <(echo "$before") <(echo "$after") >&2 || true
+    exit 1
+fi
+for node in "${extra_nodes[@]}"; do
+    grep -E "^$node .*\"onprem.gpu/pool\": \"training\".*\"effect\": \"NoSchedule\"" <<<"$after" >/dev/null \
+        || { echo "network benchmark e2e: $node is not in dc1's cluster with the training pool's label and taint: $after" >&2; exit 1; }
+done
+echo "  dc1's cluster: $(cut -d' ' -f1 <<<"$after" | tr '\n' ' ')"
 
 benchmark healthy pass
 assert_report healthy PASS
