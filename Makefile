@@ -81,12 +81,12 @@ sanity: venv
 lint: venv
 	@$(call timed,ansible-lint,$(BIN)/ansible-lint --offline)
 
-molecule: mirror-up
+molecule:
 	@mkdir -p $(BUILD)/molecule
 	@$(MAKE) --no-print-directory --keep-going -j$(MOLECULE_JOBS) $(MOLECULE_TARGETS)
 
 # One scenario, its output in .build/molecule/<scenario>.log (scenarios run side by side), shown when it fails.
-$(MOLECULE_TARGETS): molecule-%:
+$(MOLECULE_TARGETS): molecule-%: mirror-up
 	@mkdir -p $(BUILD)/molecule
 	@echo "molecule $*: started, log in .build/molecule/$*.log"
 	@$(call timed,molecule $*,$(BIN)/molecule test -s $* >$(BUILD)/molecule/$*.log 2>&1 \
