@@ -14,7 +14,7 @@ TIMINGS := $(BUILD)/timings.txt
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 # Scenarios run MOLECULE_JOBS at a time, the slowest first so that the short ones fill the gaps.
 MOLECULE_JOBS ?= 2
-MOLECULE_SLOWEST := nvme_cache nccl_tests nvidia_driver nvidia_driver_upgrade container_runtime
+MOLECULE_SLOWEST := nvme_cache kube rdma nvidia_driver nvidia_driver_upgrade nccl_tests container_runtime
 MOLECULE_TARGETS := $(addprefix molecule-,$(filter $(MOLECULE_SCENARIOS),$(MOLECULE_SLOWEST)) $(filter-out $(MOLECULE_SLOWEST),$(MOLECULE_SCENARIOS)))
 
 export CONTAINERS_CONF := $(CURDIR)/lab/podman/containers.conf
