@@ -5,39 +5,14 @@ they run against this machine, reached with connection: local, in check mode for
 faults that need a server and the lab mirror (a branch the mirror lacks, missing kernel headers, an
 unreachable mirror) are the molecule scenario nvidia_driver_faults.
 """
-import os
-import pathlib
-import subprocess
-import sys
 
 import pytest
-import yaml
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
+from local_play import one_line, run_role_here
 
 
 def run_role(tmp_path, role_vars):
-    playbook = tmp_path / "node_base.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "name": "GPU node base on this machine",
-        "hosts": "all",
-        "connection": "local",
-        "gather_facts": False,
-        "vars": role_vars,
-        "roles": [{"role": "onprem.gpu.nvidia_driver"}],
-    }]))
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gpu-test": {"ansible_python_interpreter": sys.executable}}}}))
-    environment = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    return subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "--check", "-i", str(inventory), str(playbook)],
-        cwd=REPO, env=environment, capture_output=True, text=True, timeout=300, check=False,
-    )
-
-
-def one_line(text):
-    return " ".join(text.split())
+    return run_role_here(tmp_path, "onprem.gpu.nvidia_driver", role_vars, "GPU node base on this machine")
 
 
 H100 = {"node_gpu_model": "NVIDIA H100 80GB HBM3", "node_gpu_count": 8}

@@ -4,40 +4,17 @@ Like test_node_base_bad_input.py, these run the role against this machine (conne
 checks only read the inventory and the host's interfaces, and the play must end at them with nothing changed.
 """
 import json
-import os
-import pathlib
 import subprocess
-import sys
 
 import pytest
-import yaml
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
+from local_play import one_line, run_role_here
+
 RACK = ["gpu-test"] + ["gpu-%02d" % index for index in range(1, 20)]
 
 
 def run_role(tmp_path, role_vars):
-    playbook = tmp_path / "rdma.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "name": "RDMA rails on this machine",
-        "hosts": "all",
-        "connection": "local",
-        "gather_facts": False,
-        "vars": dict({"rdma_address_hosts": RACK[:4]}, **role_vars),
-        "roles": [{"role": "onprem.gpu.rdma"}],
-    }]))
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gpu-test": {"ansible_python_interpreter": sys.executable}}}}))
-    environment = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    return subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "--check", "-i", str(inventory), str(playbook)],
-        cwd=REPO, env=environment, capture_output=True, text=True, timeout=300, check=False,
-    )
-
-
-def one_line(text):
-    return " ".join(text.split())
+    return run_role_here(tmp_path, "onprem.gpu.rdma", dict({"rdma_address_hosts": RACK[:4]}, **role_vars), "RDMA rails on this machine")
 
 
 def default_route_interface():

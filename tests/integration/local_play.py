@@ -1,0 +1,39 @@
+"""Run one play against this machine (connection: local) for the integration tests.
+
+The bad-input tests need no server: the roles check their inputs before they read or change anything, so the play
+runs here, in check mode for good measure, and must stop at those checks.
+"""
+import os
+import pathlib
+import subprocess
+import sys
+
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
+
+
+def run_role_here(tmp_path, role, role_vars, name):
+    """Run the collection's role with role_vars on this machine in check mode; return the finished process."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": name,
+        "hosts": "all",
+        "connection": "local",
+        "gather_facts": False,
+        "vars": role_vars,
+        "roles": [{"role": role}],
+    }]))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gpu-test": {"ansible_python_interpreter": sys.executable}}}}))
+    environment = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    return subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "--check", "-i", str(inventory), str(playbook)],
+        cwd=REPO, env=environment, capture_output=True, text=True, timeout=300, check=False,
+    )
+
+
+def one_line(text):
+    """The text with every run of white space made one space, as Ansible wraps messages."""
+    return " ".join(text.split())
