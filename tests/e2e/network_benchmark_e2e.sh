@@ -136,9 +136,13 @@ benchmark healthy pass
 assert_report healthy PASS
 grep -q '"msg": "10 runs (5 of single nodes, 4 of pairs, 1 of whole fabrics)' "$out/healthy.log"
 # A second run finds the tools installed and the mesh in place.
-benchmark healthy-again pass -e network_benchmark_install=true
+benchmark healthy-again pass -e network_benchmark_install=true --diff
 if grep -E '^dc[0-9]-gpu[0-9]+ +: ok=[0-9]+ +changed=[1-9]' "$out/healthy-again.log" >&2; then
-    echo "network benchmark e2e: the second run changed a GPU node; see $out/healthy-again.log" >&2
+    echo "network benchmark e2e: the second run changed a GPU node; what changed (see $out/healthy-again.log):" >&2
+    # Each changed result of a GPU node, under its task, with the diff that --diff printed for it.
+    awk '/^TASK \[/ { task = $0; diff = ""; next }
+         /^(---|\+\+\+|@@|[-+])/ { diff = diff $0 "\n"; next }
+         /^changed: \[dc[0-9]-gpu/ { print task; printf "%s", diff; print; diff = "" }' "$out/healthy-again.log" >&2
     exit 1
 fi
 
