@@ -32,7 +32,7 @@ help:
 	@echo "make lab-down  remove the simulated rack"
 	@echo "make test      unit tests, ansible-test sanity, ansible-lint, molecule, lab end to end"
 	@echo "make units | sanity | lint | molecule | e2e   one stage of make test"
-	@echo "make molecule-<scenario>   one molecule scenario (after make mirror-up)"
+	@echo "make molecule-<scenario>   one molecule scenario (starts the mirror first)"
 
 deps:
 	@bash lab/bin/host-deps.sh

@@ -42,6 +42,27 @@ BAD_INPUTS = [
         id="subnet-too-small-for-the-rack",
     ),
     pytest.param(
+        # gpu-02 is third in rdma_address_hosts (and not even in this inventory): place 2 is taken.
+        {"rdma_address_index": 2, "rdma_rails": [{"name": "rail0", "interface": "ens1np0", "subnet": "10.99.0.0/24"}]},
+        "Check that this host's rail addresses are its own",
+        "gpu-test and gpu-02 would get the same rail addresses (place 2 in the rails' subnets): give each host of "
+        "rdma_address_hosts its own rdma_address_index.",
+        id="two-hosts-same-place",
+    ),
+    pytest.param(
+        {"rdma_address_index": -1, "rdma_rails": [{"name": "rail0", "interface": "ens1np0", "subnet": "10.99.0.0/24"}]},
+        "Check that this host's rail addresses are its own",
+        "rdma_address_index of gpu-test must be 0 or more (got -1).",
+        id="negative-place",
+    ),
+    pytest.param(
+        {"rdma_address_index": 9, "rdma_rails": [{"name": "rail0", "interface": "ens1np0", "subnet": "10.99.0.0/28"}]},
+        "Check that each subnet holds an address for every host of the rack",
+        "Subnet 10.99.0.0/28 of rail rail0 has 5 usable addresses from rdma_address_first (10) on but gpu-test has "
+        "rdma_address_index 9: use a larger subnet, a lower rdma_address_first or a lower index.",
+        id="place-beyond-the-subnet",
+    ),
+    pytest.param(
         {"rdma_rails": [{"name": "rail0", "interface": "ens99np0", "subnet": "10.99.0.0/24"}]},
         "Check that the rails named by interface exist",
         "gpu-test has no interface ens99np0 (rdma_rails); its interfaces are",
