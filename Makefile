@@ -17,6 +17,9 @@ MOLECULE_JOBS ?= 2
 MOLECULE_SLOWEST := nvme_cache kube rdma nvidia_driver nvidia_driver_upgrade nccl_tests container_runtime
 MOLECULE_TARGETS := $(addprefix molecule-,$(filter $(MOLECULE_SCENARIOS),$(MOLECULE_SLOWEST)) $(filter-out $(MOLECULE_SLOWEST),$(MOLECULE_SCENARIOS)))
 
+# Every Debian file the lab's containers download, cached on this machine by the lab mirror (lab/mirror/serve.py).
+export LAB_PACKAGE_CACHE ?= /var/cache/onprem-gpu-lab/debian
+UPSTREAM_LOG := $(LAB_PACKAGE_CACHE)/upstream.log
 export CONTAINERS_CONF := $(CURDIR)/lab/podman/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_FORCE_COLOR ?= false
@@ -52,6 +55,7 @@ venv: deps $(VENV)/.installed $(COLLECTION_LINK)
 
 image: deps
 	@mkdir -p $(BUILD)
+	@bash lab/bin/network-probe.sh
 	@$(call timed,image build,bash lab/image/build.sh)
 
 mirror: venv
@@ -81,9 +85,9 @@ sanity: venv
 lint: venv
 	@$(call timed,ansible-lint,$(BIN)/ansible-lint --offline)
 
-molecule:
+molecule: mirror-up
 	@mkdir -p $(BUILD)/molecule
-	@$(MAKE) --no-print-directory --keep-going -j$(MOLECULE_JOBS) $(MOLECULE_TARGETS)
+	@$(call timed,molecule,$(MAKE) --no-print-directory --keep-going -j$(MOLECULE_JOBS) $(MOLECULE_TARGETS))
 
 # One scenario, its output in .build/molecule/<scenario>.log (scenarios run side by side), shown when it fails.
 $(MOLECULE_TARGETS): molecule-%: mirror-up
@@ -95,10 +99,16 @@ $(MOLECULE_TARGETS): molecule-%: mirror-up
 e2e: image mirror
 	@$(call timed,lab end to end,bash tests/e2e/lab_e2e.sh)
 
-test: venv
+# The table of wall times against tests/timing/budgets.yml is printed whether the stages pass or not.
+test: venv image
 	@mkdir -p $(BUILD) && : > $(TIMINGS)
-	@$(call timed,make test,$(MAKE) --no-print-directory units sanity lint molecule e2e)
-	@echo "== wall times ==" && cat $(TIMINGS)
+	@start=$$(date +%s); fetched=$$(cat $(UPSTREAM_LOG) 2>/dev/null | wc -l); rc=0; \
+	    $(MAKE) --no-print-directory units sanity lint molecule e2e || rc=$$?; \
+	    echo "make test: $$(( $$(date +%s) - start )) s" >> $(TIMINGS); \
+	    new=$$(tail -n +$$(( fetched + 1 )) $(UPSTREAM_LOG) 2>/dev/null || true); \
+	    echo "Debian files fetched from outside the lab: $$(grep -c . <<<"$$new" || true)," \
+	         "of which packages: $$(grep -c '\.deb$$' <<<"$$new" || true) (log: $(UPSTREAM_LOG))" >> $(TIMINGS); \
+	    $(BIN)/python tests/timing/report.py $(TIMINGS) tests/timing/budgets.yml; exit $$rc
 
 clean: lab-down
 	rm -rf $(BUILD) tests/output

@@ -7,6 +7,8 @@ readonly IMAGE_NAME="${LAB_IMAGE_NAME:-localhost/onprem-gpu-lab}"
 readonly SUITE=bookworm
 readonly DEBIAN_MIRROR="${LAB_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 readonly DEBIAN_SECURITY_MIRROR="${LAB_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
+# The lab mirror as the containers reach it (lab_host_mirror_hostname and lab_host_mirror_port).
+readonly LAB_MIRROR_HOST=lab-mirror.onprem-gpu.internal:8080
 # python3-apt: the apt modules need it on managed nodes; the rest is what a minimal server install has.
 readonly PACKAGES=systemd,systemd-sysv,dbus,python3,python3-apt,sudo,iproute2,ca-certificates,procps,kmod,less
 
@@ -45,6 +47,14 @@ Suites: $SUITE-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SOURCES
+
+# Every lab container reaches Debian's archive through the lab mirror's caching proxy (lab/mirror/serve.py),
+# so each package is downloaded from outside once per machine, however many containers install it.
+archive_host="$(sed -E 's#^[a-z]+://([^/:]+).*#\1#' <<<"$DEBIAN_MIRROR")"
+cat >"$rootfs/etc/apt/apt.conf.d/01onprem-gpu-lab-proxy" <<PROXY
+// The lab mirror (lab/roles/lab_host) proxies and caches Debian's archive for every lab container.
+Acquire::http::Proxy::$archive_host "http://$LAB_MIRROR_HOST";
+PROXY
 
 # A container has no consoles, no udev and no hardware clock: those units only fail or wait.
 for unit in getty@tty1.service console-getty.service systemd-udevd.service systemd-udev-trigger.service \

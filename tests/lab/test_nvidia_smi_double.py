@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,7 @@ import pytest
 DOUBLE = pathlib.Path(__file__).resolve().parents[2] / "lab" / "doubles" / "nvidia_smi" / "nvidia-smi"
 # The lab's package rewrites the shebang to /usr/bin/python3, as dh_python3 does; use that interpreter
 # when it exists (a user without access to this test's interpreter can run it), else this one.
-COMMAND = ["/usr/bin/python3", str(DOUBLE)] if os.access("/usr/bin/python3", os.X_OK) else [sys.executable, str(DOUBLE)]
+INTERPRETER = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 NOBODY = 65534
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="changing persistence mode needs root, as on the real tool")
@@ -88,6 +89,11 @@ class Lab:
 
     def __init__(self, directory: pathlib.Path):
         self.directory = directory
+        # The double runs from the lab's own world-readable copy: the checkout may sit where other users
+        # cannot read (root's home is 0700), and some tests run the double as nobody.
+        self.double_path = directory / "nvidia-smi"
+        shutil.copyfile(DOUBLE, self.double_path)
+        os.chmod(self.double_path, 0o755)
         self.hardware_path = directory / "hardware.json"
         self.driver_path = directory / "driver.json"
         self.state_path = directory / "state" / "nvidia-smi-state.json"
@@ -116,7 +122,7 @@ class Lab:
         environment.pop("NVSMI_DOUBLE_CALL_LOG", None)
         if self.call_log_path:
             environment["NVSMI_DOUBLE_CALL_LOG"] = str(self.call_log_path)
-        return subprocess.run(COMMAND + list(arguments), env=environment, capture_output=True, text=True, check=False, user=user, timeout=30)
+        return subprocess.run([INTERPRETER, str(self.double_path), *arguments], env=environment, capture_output=True, text=True, check=False, user=user, timeout=30)
 
     def ok(self, *arguments):
         result = self.run(*arguments)
