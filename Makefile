@@ -103,7 +103,7 @@ e2e: image mirror
 test: venv image
 	@mkdir -p $(BUILD) && : > $(TIMINGS)
 	@start=$$(date +%s); fetched=$$(cat $(UPSTREAM_LOG) 2>/dev/null | wc -l || true); rc=0; \
-	    $(MAKE) --no-print-directory units sanity lint molecule e2e || rc=$$?; \
+	    $(MAKE) --no-print-directory --keep-going units sanity lint molecule e2e || rc=$$?; \
 	    echo "make test: $$(( $$(date +%s) - start )) s" >> $(TIMINGS); \
 	    new=$$(tail -n +$$(( fetched + 1 )) $(UPSTREAM_LOG) 2>/dev/null || true); \
 	    echo "Debian files fetched from outside the lab: $$(grep -c . <<<"$$new" || true)," \

@@ -122,7 +122,8 @@ class Lab:
         environment.pop("NVSMI_DOUBLE_CALL_LOG", None)
         if self.call_log_path:
             environment["NVSMI_DOUBLE_CALL_LOG"] = str(self.call_log_path)
-        return subprocess.run([INTERPRETER, str(self.double_path), *arguments], env=environment, capture_output=True, text=True, check=False, user=user, timeout=30)
+        return subprocess.run([INTERPRETER, str(self.double_path), *arguments], env=environment, capture_output=True, text=True,
+                              check=False, user=user, timeout=30)
 
     def ok(self, *arguments):
         result = self.run(*arguments)
