@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Helpers of playbooks/gpu_occupancy_report.yml: the datacenters to measure, their cost, the report's files.
+"""Helpers of playbooks/gpu_occupancy_report.yml: the datacenters to measure, and their cost.
 
 Documentation: the YAML files of the same names beside this one.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.onprem.gpu.plugins.module_utils._occupancy_cost import CostError, datacenter_costs, model_costs
-from ansible_collections.onprem.gpu.plugins.module_utils._occupancy_report import report_files
 
 # Settings read per datacenter from the variables of its GPU nodes (group_vars of the datacenter, or all).
 SETTINGS = ("prometheus_url", "selector", "start", "end", "step", "sm_active_threshold", "bearer_token", "ca_path",
@@ -90,17 +89,9 @@ def gpu_occupancy_cost(occupancy, datacenter):
     return {"datacenter": datacenter["datacenter"], "occupancy": occupancy, "costs": costs}
 
 
-def gpu_occupancy_report(datacenters):
-    """File name -> content of the report, from ``[{"datacenter", "occupancy", "costs"}]``."""
-    if not isinstance(datacenters, list) or not datacenters:
-        raise AnsibleFilterError("gpu_occupancy_report: expects a list of datacenters with occupancy and costs.")
-    return report_files(datacenters)
-
-
 class FilterModule:
     def filters(self):
         return {
             "gpu_occupancy_plan": gpu_occupancy_plan,
             "gpu_occupancy_cost": gpu_occupancy_cost,
-            "gpu_occupancy_report": gpu_occupancy_report,
         }

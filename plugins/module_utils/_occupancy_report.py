@@ -143,7 +143,12 @@ def markdown(datacenters):
 
 def html(markdown_text, chart_files):
     """A standalone HTML page: the Markdown's tables and text, with the SVG charts inline."""
-    body, table = [], []
+    body, table, items = [], [], []
+
+    def flush_items():
+        if items:
+            body.append("<ul>" + "".join(f"<li>{escape(item)}</li>" for item in items) + "</ul>")
+            items.clear()
 
     def flush_table():
         if table:
@@ -158,6 +163,10 @@ def html(markdown_text, chart_files):
             table.append(line)
             continue
         flush_table()
+        if line.startswith("- "):
+            items.append(line[2:])
+            continue
+        flush_items()
         if line.startswith("!["):
             name = line[line.index("(") + 1:-1]
             body.append(f"<figure>{chart_files[name]}</figure>")
@@ -165,14 +174,13 @@ def html(markdown_text, chart_files):
             body.append(f"<h2>{escape(line[3:])}</h2>")
         elif line.startswith("# "):
             body.append(f"<h1>{escape(line[2:])}</h1>")
-        elif line.startswith("- "):
-            body.append(f"<li>{escape(line[2:])}</li>")
         elif line:
             body.append(f"<p>{escape(line)}</p>")
     flush_table()
+    flush_items()
     style = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}"
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}td:first-child{text-align:left}")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>GPU occupancy and cost</title>"
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/><title>GPU occupancy and cost</title>"
             f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
