@@ -20,8 +20,8 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.onprem.gpu.plugins.modules import gpu_occupancy
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
-import test__occupancy as recorded  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import occupancy_answers as recorded  # noqa: E402
 
 WINDOW_ARGS = {"start": "2026-10-01T00:00:00Z", "end": "2026-10-01T04:00:00Z", "step": "1h"}
 

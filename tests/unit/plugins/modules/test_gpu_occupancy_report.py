@@ -16,8 +16,8 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.onprem.gpu.plugins.modules import gpu_occupancy_report
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "filter"))
-import test_gpu_occupancy as costed  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import occupancy_answers as costed  # noqa: E402
 
 FILES = ["cost-dc1.svg", "gpu-cost.csv", "gpu-occupancy.csv", "gpu-occupancy.html", "gpu-occupancy.json", "gpu-occupancy.md",
          "idle-heatmap.svg", "occupancy.svg", "teams.svg"]

@@ -21,23 +21,8 @@ from ansible_collections.onprem.gpu.plugins.filter.gpu_occupancy import gpu_occu
 from ansible_collections.onprem.gpu.plugins.module_utils._occupancy import measure
 from ansible_collections.onprem.gpu.plugins.module_utils._occupancy_report import report_files
 
-# The recorded Prometheus answers of the accounting's tests (imported as a module, so that pytest does not run its tests twice).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
-import test__occupancy as recorded  # noqa: E402  pylint: disable=wrong-import-position
-
-ANSWERS, WINDOW, RecordedPrometheus = recorded.ANSWERS, recorded.WINDOW, recorded.RecordedPrometheus
-
-H100 = "NVIDIA H100 80GB HBM3"
-COSTS = {H100: {"purchase_eur": 280000, "amortisation_months": 48, "power_kw": 10, "energy_eur_per_kwh": 0.15, "pue": 1.4,
-                "hosting_eur_per_month": 650, "cloud_eur_per_month": 25000}}
-
-
-def node(datacenter="dc1", model=H100, count=8, **extra):
-    variables = {"datacenter": datacenter, "node_gpu_model": model, "node_gpu_count": count,
-                 "gpu_occupancy_prometheus_url": f"http://prometheus.{datacenter}:9090", "gpu_occupancy_cost_models": COSTS}
-    variables.update(extra)
-    return {key: value for key, value in variables.items() if value is not None}
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from occupancy_answers import ANSWERS, COSTS, H100, WINDOW, RecordedPrometheus, measured_datacenter, node  # noqa: E402
 
 def test_plan_groups_nodes_by_datacenter():
     plan = gpu_occupancy_plan(["n2", "n1", "m1"], {"n1": node(), "n2": node(gpu_occupancy_selector='cluster="dc1"'), "m1": node("dc2")})
@@ -64,13 +49,6 @@ def test_plan_problems_are_one_sentence_each(variables, problem):
 
 def test_an_inventory_without_gpu_nodes():
     assert gpu_occupancy_plan([], {})["problems"] == ["The inventory has no GPU node (group gpu_nodes) to report on."]
-
-
-def measured_datacenter():
-    plan = gpu_occupancy_plan(["n1", "n2"], {"n1": node(count=2), "n2": node()})["datacenters"][0]
-    result = measure(RecordedPrometheus(ANSWERS), WINDOW, expected_nodes=plan["expected_nodes"])
-    registered = dict(result, changed=False, item=plan, ansible_loop_var="item")
-    return gpu_occupancy_cost(registered, plan)
 
 
 def test_cost_of_a_measured_datacenter_counts_every_node_of_the_inventory():
