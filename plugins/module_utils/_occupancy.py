@@ -377,7 +377,7 @@ def account(window, answers, timeline, bucket, expected=None):
     gpu_steps, gpu_models, gpu_names = {}, {}, {}
     for sample in timeline["available"]:
         series = _Series.from_labels(sample["metric"])
-        gpu_steps[series.gpu_key] = gpu_steps.get(series.gpu_key, 0) + sum(float(value) for _, value in sample["values"])
+        gpu_steps[series.gpu_key] = gpu_steps.get(series.gpu_key, 0) + sum(float(point[1]) for point in sample["values"])
         gpu_names[series.gpu_key] = series.gpu or series.uuid
     for sample in answers["present"]:
         series = _Series.from_labels(sample["metric"])

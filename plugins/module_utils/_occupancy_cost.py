@@ -23,6 +23,8 @@ Plain Python without Ansible imports, unit-tested directly.
 
 from __future__ import annotations
 
+import math
+
 HOURS_PER_MONTH = 730.0
 INPUTS = {
     "purchase_eur": "the purchase price of one server in euros",
@@ -87,7 +89,7 @@ def _number(value, where):
         number = float(value)
     except (TypeError, ValueError):
         raise CostError(f"{where} must be a number, not {value!r}.")
-    if number != number or number in (float("inf"), float("-inf")):
+    if math.isnan(number) or math.isinf(number):
         raise CostError(f"{where} must be a finite number, not {value!r}.")
     if number < 0:
         raise CostError(f"{where} must not be negative, got {value!r}.")
@@ -126,7 +128,7 @@ def datacenter_costs(nodes, cost_models, occupancy, variable="gpu_occupancy_cost
     measured = active / available if available > 0 else None
     break_even = monthly / cloud_month if cloud_month > 0 else None
     return {
-        "models": [_rounded(entry) for _, entry in sorted(per_model.items())],
+        "models": [_rounded(per_model[model]) for model in sorted(per_model)],
         "eur_per_month": round(monthly, 2),
         "cloud_eur_per_month": round(cloud_month, 2),
         "window_hours": round(window_hours, 6),
@@ -143,10 +145,3 @@ def datacenter_costs(nodes, cost_models, occupancy, variable="gpu_occupancy_cost
 def _rounded(entry):
     return {key: round(value, 4) if isinstance(value, float) else value for key, value in entry.items()}
 
-
-def cost_curve(costs, points=21):
-    """Monthly on-prem and cloud cost at occupancies 0..1, for the cost chart: ``[[occupancy, onprem, cloud], ...]``."""
-    return [
-        [index / (points - 1), costs["eur_per_month"], costs["cloud_eur_per_month"] * index / (points - 1)]
-        for index in range(points)
-    ]

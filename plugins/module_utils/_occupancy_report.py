@@ -100,10 +100,11 @@ def markdown(datacenters):
     rows = []
     for entry in datacenters:
         total, costs = entry["occupancy"]["total"], entry["costs"]
-        rows.append([entry["datacenter"]] + _row(total) + [_hours(total["unknown_gpu_hours"]), _eur(costs["eur_per_month"]),
-                     "n/a" if costs["eur_per_active_gpu_hour"] is None else f"{costs['eur_per_active_gpu_hour']:.2f} EUR",
-                     _eur(costs["cloud_eur_for_active_hours"]), _percent(costs["break_even_occupancy"]),
-                     {True: "on-prem", False: "cloud", None: "n/a"}[costs["onprem_cheaper"]]])
+        per_active_hour = "n/a" if costs["eur_per_active_gpu_hour"] is None else f"{costs['eur_per_active_gpu_hour']:.2f} EUR"
+        cheaper = {True: "on-prem", False: "cloud", None: "n/a"}[costs["onprem_cheaper"]]
+        rows.append([entry["datacenter"]] + _row(total) + [
+            _hours(total["unknown_gpu_hours"]), _eur(costs["eur_per_month"]), per_active_hour,
+            _eur(costs["cloud_eur_for_active_hours"]), _percent(costs["break_even_occupancy"]), cheaper])
     lines += _table(("datacenter",) + HEADERS + ("unknown GPU-h", "on-prem per month", "per active GPU-h",
                                                  "cloud for the active hours", "break-even occupancy", "cheaper"), rows)
     lines += ["", "![GPU occupancy over time](occupancy.svg)", "", "## Nodes", ""]

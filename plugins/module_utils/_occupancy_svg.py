@@ -92,7 +92,8 @@ def occupancy_chart(series, title="GPU occupancy over time"):
                     points.append(f"{x:.1f},{y:.1f}")
             if points:
                 body.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.6"{dash} points="{" ".join(points)}"/>')
-            body.append(f'<line x1="{left + plot_w + 16}" y1="{legend_y:.1f}" x2="{left + plot_w + 40}" y2="{legend_y:.1f}" stroke="{colour}" stroke-width="2"{dash}/>')
+            body.append(f'<line x1="{left + plot_w + 16}" y1="{legend_y:.1f}" x2="{left + plot_w + 40}" y2="{legend_y:.1f}" '
+                        f'stroke="{colour}" stroke-width="2"{dash}/>')
             body.append(_text(left + plot_w + 46, legend_y + 4, f"{entry['label']} {label}"))
             legend_y += 18
     return _document(width, height, title, body)

@@ -144,70 +144,275 @@ window:
   returned: always
   type: dict
   contains:
-    start: {description: The start (exclusive), RFC 3339 UTC., returned: always, type: str, sample: "2026-10-01T00:00:00Z"}
-    end: {description: The end (inclusive), RFC 3339 UTC., returned: always, type: str, sample: "2026-10-31T00:00:00Z"}
-    step_seconds: {description: The step in seconds., returned: always, type: int, sample: 60}
-    steps: {description: The number of steps., returned: always, type: int, sample: 43200}
-    hours: {description: The window in hours., returned: always, type: float, sample: 720.0}
+    start:
+      description: The start (exclusive), RFC 3339 in UTC.
+      returned: always
+      type: str
+      sample: "2026-10-01T00:00:00Z"
+    end:
+      description: The end (inclusive), RFC 3339 in UTC.
+      returned: always
+      type: str
+      sample: "2026-10-31T00:00:00Z"
+    step_seconds:
+      description: The step in seconds.
+      returned: always
+      type: int
+      sample: 60
+    steps:
+      description: The number of steps.
+      returned: always
+      type: int
+      sample: 43200
+    hours:
+      description: The length of the window in hours.
+      returned: always
+      type: float
+      sample: 720.0
 total:
-  description:
-    - GPU-hours of all series, and occupancy (active over available, V(null) without available hours).
-    - RV(total.unknown_gpu_hours) counts the hours of expected GPUs without samples; RV(total.gpus) the GPUs with series.
+  description: The GPU-hours of all series.
   returned: always
   type: dict
-  sample: {available_gpu_hours: 17190.0, allocated_gpu_hours: 11562.5, active_gpu_hours: 8642.8,
-           idle_allocated_gpu_hours: 2919.7, occupancy: 0.502781, unknown_gpu_hours: 90.0, gpus: 24}
+  contains:
+    available_gpu_hours:
+      description: GPU-hours the GPUs had samples (MIG-weighted for namespaces).
+      returned: always
+      type: float
+      sample: 720.0
+    allocated_gpu_hours:
+      description: GPU-hours with C(FB_USED > 0), MIG-weighted.
+      returned: always
+      type: float
+      sample: 720.0
+    active_gpu_hours:
+      description: Allocated GPU-hours with C(SM_ACTIVE) above the threshold, MIG-weighted.
+      returned: always
+      type: float
+      sample: 720.0
+    idle_allocated_gpu_hours:
+      description: Allocated GPU-hours with C(SM_ACTIVE) at or below the threshold, MIG-weighted.
+      returned: always
+      type: float
+      sample: 720.0
+    occupancy:
+      description: Active over available GPU-hours; V(null) without available hours.
+      returned: always
+      type: float
+      sample: 0.502781
+    unknown_gpu_hours:
+      description: GPU-hours of expected GPUs without samples (see RV(unknown)).
+      returned: always
+      type: float
+      sample: 48.0
+    gpus:
+      description: GPUs with series.
+      returned: always
+      type: int
+      sample: 24
 nodes:
-  description:
-    - One entry per C(Hostname) and per expected node, in name order, with the GPU-hours of RV(total), RV(nodes[].node),
-      RV(nodes[].gpus) (GPUs with series), RV(nodes[].expected_gpus) (V(null) when not expected) and RV(nodes[].unknown_gpu_hours).
+  description: One entry per C(Hostname) label and per expected node, in name order.
   returned: always
   type: list
   elements: dict
-  sample: [{node: dc1-gpu1, gpus: 8, expected_gpus: 8, available_gpu_hours: 5760.0, allocated_gpu_hours: 5544.0,
-            active_gpu_hours: 5280.0, idle_allocated_gpu_hours: 264.0, occupancy: 0.916667, unknown_gpu_hours: 0.0}]
+  contains:
+    node:
+      description: The node (the C(Hostname) label).
+      returned: always
+      type: str
+      sample: dc1-gpu1
+    available_gpu_hours:
+      description: GPU-hours the node's GPUs had samples (MIG-weighted for namespaces).
+      returned: always
+      type: float
+      sample: 720.0
+    allocated_gpu_hours:
+      description: GPU-hours with C(FB_USED > 0), MIG-weighted.
+      returned: always
+      type: float
+      sample: 720.0
+    active_gpu_hours:
+      description: Allocated GPU-hours with C(SM_ACTIVE) above the threshold, MIG-weighted.
+      returned: always
+      type: float
+      sample: 720.0
+    idle_allocated_gpu_hours:
+      description: Allocated GPU-hours with C(SM_ACTIVE) at or below the threshold, MIG-weighted.
+      returned: always
+      type: float
+      sample: 720.0
+    occupancy:
+      description: Active over available GPU-hours; V(null) without available hours.
+      returned: always
+      type: float
+      sample: 0.502781
+    gpus:
+      description: GPUs of the node with series.
+      returned: always
+      type: int
+      sample: 8
+    expected_gpus:
+      description: The GPU count of O(expected_nodes); V(null) for a node not expected.
+      returned: always
+      type: int
+      sample: 8
+    unknown_gpu_hours:
+      description: GPU-hours of the node's expected GPUs without samples.
+      returned: always
+      type: float
+      sample: 0.0
 namespaces:
   description:
-    - One entry per workload namespace (C(exported_namespace), else C(namespace); V("") for series without either), with
-      the GPU-hours of RV(total). A namespace's available hours are the (MIG-weighted) hours its series had samples.
+    - One entry per workload namespace (C(exported_namespace), else C(namespace); V("") for series without either), in name order.
+    - A namespace's available hours are the (MIG-weighted) hours its series had samples, the time it held GPUs.
   returned: always
   type: list
   elements: dict
-  sample: [{namespace: team-vision, available_gpu_hours: 5760.0, allocated_gpu_hours: 5544.0, active_gpu_hours: 5280.0,
-            idle_allocated_gpu_hours: 264.0, occupancy: 0.916667}]
+  contains:
+    namespace:
+      description: The namespace.
+      returned: always
+      type: str
+      sample: team-vision
+    available_gpu_hours:
+      description: GPU-hours the namespace's series had samples (MIG-weighted for namespaces).
+      returned: always
+      type: float
+      sample: 720.0
+    allocated_gpu_hours:
+      description: GPU-hours with C(FB_USED > 0), MIG-weighted.
+      returned: always
+      type: float
+      sample: 720.0
+    active_gpu_hours:
+      description: Allocated GPU-hours with C(SM_ACTIVE) above the threshold, MIG-weighted.
+      returned: always
+      type: float
+      sample: 720.0
+    idle_allocated_gpu_hours:
+      description: Allocated GPU-hours with C(SM_ACTIVE) at or below the threshold, MIG-weighted.
+      returned: always
+      type: float
+      sample: 720.0
+    occupancy:
+      description: Active over available GPU-hours; V(null) without available hours.
+      returned: always
+      type: float
+      sample: 0.502781
 idle_allocations:
-  description:
-    - Allocated but idle GPU-hours per node, GPU (and MIG instance), namespace and pod, the worst first.
-    - RV(idle_allocations[].since) and RV(idle_allocations[].until) are the start of the first and the end of the last idle step.
+  description: Allocated but idle GPU-hours per node, GPU (and MIG instance), namespace and pod, the worst first.
   returned: always
   type: list
   elements: dict
-  sample: [{node: dc2-gpu1, gpu: "7", uuid: GPU-5d1e0c8a-..., gpu_instance: null, profile: null, namespace: research,
-            pod: notebook-anna-0, idle_allocated_hours: 288.0, since: "2026-10-03T09:00:00Z", until: "2026-10-15T09:00:00Z"}]
+  contains:
+    node:
+      description: The node.
+      returned: always
+      type: str
+      sample: dc2-gpu1
+    gpu:
+      description: The GPU index (the C(gpu) label).
+      returned: always
+      type: str
+      sample: "7"
+    uuid:
+      description: The GPU UUID.
+      returned: always
+      type: str
+      sample: GPU-7b537d48-8432-e2ac-997c-02058a7eaab7
+    gpu_instance:
+      description: The MIG GPU instance id (C(GPU_I_ID)); V(null) for a whole GPU.
+      returned: always
+      type: str
+      sample: "1"
+    profile:
+      description: The MIG profile (C(GPU_I_PROFILE)); V(null) for a whole GPU.
+      returned: always
+      type: str
+      sample: 3g.40gb
+    namespace:
+      description: The workload's namespace.
+      returned: always
+      type: str
+      sample: research
+    pod:
+      description: The workload's pod (C(exported_pod), else C(pod)).
+      returned: always
+      type: str
+      sample: jupyter-anna
+    idle_allocated_hours:
+      description: Idle-allocated GPU-hours, MIG-weighted.
+      returned: always
+      type: float
+      sample: 288.0
+    since:
+      description: The start of the first idle step, RFC 3339 in UTC.
+      returned: always
+      type: str
+      sample: "2026-10-03T09:00:00Z"
+    until:
+      description: The end of the last idle step, RFC 3339 in UTC.
+      returned: always
+      type: str
+      sample: "2026-10-15T09:00:00Z"
 unknown:
-  description:
-    - What has no data, one sentence each in RV(unknown[].reason) with RV(unknown[].node), RV(unknown[].gpu) (V(null) for
-      a whole node) and RV(unknown[].unknown_gpu_hours). These hours are neither available nor idle.
+  description: What has no data, one entry per node or GPU; these hours are neither available nor idle.
   returned: always
   type: list
   elements: dict
-  sample: [{node: dc2-gpu1, gpu: "3", unknown_gpu_hours: 6.0,
-            reason: "dc2-gpu1 GPU 3 has no samples for 6 h of the window (exporter down or node absent): counted as unknown, not idle."}]
+  contains:
+    node:
+      description: The node.
+      returned: always
+      type: str
+      sample: dc2-gpu1
+    gpu:
+      description: The GPU index; V(null) for a whole node.
+      returned: always
+      type: str
+      sample: "3"
+    kind:
+      description: V(no_series) (a node without series), V(missing_gpus) (fewer GPUs than expected), V(gap) (steps without samples), V(no_sm_active) (no C(SM_ACTIVE) series).
+      returned: always
+      type: str
+      sample: gap
+    unknown_gpu_hours:
+      description: The GPU-hours without data.
+      returned: always
+      type: float
+      sample: 6.0
+    reason:
+      description: One sentence on what is missing.
+      returned: always
+      type: str
+      sample: "dc2-gpu1 GPU 3 has no samples for 6 h of the window (exporter down or node absent): counted as unknown, not idle."
 timeline:
-  description:
-    - The GPU-hours per chart bucket (at most 240 buckets that divide the window), for the whole datacenter
-      (RV(timeline.total)) and per node (RV(timeline.nodes)); each point has C(time) (the bucket's start) and the four hours.
+  description: GPU-hours per chart bucket, at most 240 buckets that divide the window.
   returned: always
   type: dict
-  sample: {bucket_seconds: 10800, total: [{time: "2026-10-01T00:00:00Z", available_gpu_hours: 72.0, allocated_gpu_hours: 48.0,
-           active_gpu_hours: 40.0, idle_allocated_gpu_hours: 8.0}], nodes: {}}
+  contains:
+    bucket_seconds:
+      description: The length of a bucket in seconds.
+      returned: always
+      type: int
+      sample: 10800
+    total:
+      description: The datacenter's points, each with C(time) (the bucket's start) and the four GPU-hours.
+      returned: always
+      type: list
+      elements: dict
+      sample: [{time: "2026-10-01T00:00:00Z", available_gpu_hours: 72.0, allocated_gpu_hours: 48.0, active_gpu_hours: 40.0, idle_allocated_gpu_hours: 8.0}]
+    nodes:
+      description: The points per node, by node name.
+      returned: always
+      type: dict
+      sample: {"dc1-gpu1": []}
 sm_active_threshold:
   description: The threshold used.
   returned: always
   type: float
   sample: 0.15
 queries:
-  description: How many queries were sent, how long they took in seconds, and each query with its time and series count.
+  description: How many queries were sent, the seconds they took, and each query with its time and series count.
   returned: always
   type: dict
   sample: {count: 11, seconds: 3.214, log: [{name: present, query: "count_over_time(...)", seconds: 0.41, series: 40}]}

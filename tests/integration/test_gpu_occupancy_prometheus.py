@@ -131,4 +131,3 @@ def test_bad_cost_inputs_stop_before_any_query(lab, tmp_path, extra, message):
     assert message in " ".join(result.stdout.split())
     assert "Measure each datacenter" not in result.stdout
     assert not (tmp_path / "report").exists()
-

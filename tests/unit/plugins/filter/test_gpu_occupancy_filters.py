@@ -10,7 +10,7 @@ import csv
 import io
 import json
 import sys
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._occupancy_report impor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from occupancy_answers import ANSWERS, COSTS, H100, WINDOW, RecordedPrometheus, measured_datacenter, node  # noqa: E402
+
 
 def test_plan_groups_nodes_by_datacenter():
     plan = gpu_occupancy_plan(["n2", "n1", "m1"], {"n1": node(), "n2": node(gpu_occupancy_selector='cluster="dc1"'), "m1": node("dc2")})

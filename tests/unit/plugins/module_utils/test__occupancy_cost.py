@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.onprem.gpu.plugins.module_utils._occupancy_cost import CostError, cost_curve, datacenter_costs, model_costs
+from ansible_collections.onprem.gpu.plugins.module_utils._occupancy_cost import CostError, datacenter_costs, model_costs
 
 H100 = "NVIDIA H100 80GB HBM3"
 # One HGX H100 server: 280,000 EUR over 48 months, 10 kW at 0.15 EUR/kWh, PUE 1.4, 650 EUR hosting; the cloud's
@@ -81,9 +81,6 @@ def test_bad_cost_inputs_are_one_sentence(change, message):
 
 def test_a_node_model_without_cost_inputs():
     with pytest.raises(CostError, match=r"^gpu_occupancy_cost_models has no entry for 'NVIDIA H200', the GPU model of gpu9\.$"):
-        datacenter_costs({"gpu9": {"model": "NVIDIA H200", "gpus": 8}}, {H100: SERVER}, {"window_hours": 1, "active_gpu_hours": 0,
-                                                                                          "available_gpu_hours": 0})
+        datacenter_costs({"gpu9": {"model": "NVIDIA H200", "gpus": 8}}, {H100: SERVER},
+                         {"window_hours": 1, "active_gpu_hours": 0, "available_gpu_hours": 0})
 
-
-def test_the_cost_curve():
-    assert cost_curve({"eur_per_month": 8000, "cloud_eur_per_month": 25000}, points=3) == [[0.0, 8000, 0.0], [0.5, 8000, 12500.0], [1.0, 8000, 25000.0]]
