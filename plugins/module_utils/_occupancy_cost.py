@@ -144,4 +144,3 @@ def datacenter_costs(nodes, cost_models, occupancy, variable="gpu_occupancy_cost
 
 def _rounded(entry):
     return {key: round(value, 4) if isinstance(value, float) else value for key, value in entry.items()}
-

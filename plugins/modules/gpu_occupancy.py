@@ -371,7 +371,9 @@ unknown:
       type: str
       sample: "3"
     kind:
-      description: V(no_series) (a node without series), V(missing_gpus) (fewer GPUs than expected), V(gap) (steps without samples), V(no_sm_active) (no C(SM_ACTIVE) series).
+      description:
+        - V(no_series) (a node without series), V(missing_gpus) (fewer GPUs than expected), V(gap) (steps without samples),
+          V(no_sm_active) (no C(SM_ACTIVE) series).
       returned: always
       type: str
       sample: gap
@@ -400,7 +402,8 @@ timeline:
       returned: always
       type: list
       elements: dict
-      sample: [{time: "2026-10-01T00:00:00Z", available_gpu_hours: 72.0, allocated_gpu_hours: 48.0, active_gpu_hours: 40.0, idle_allocated_gpu_hours: 8.0}]
+      sample: [{time: "2026-10-01T00:00:00Z", available_gpu_hours: 72.0, allocated_gpu_hours: 48.0, active_gpu_hours: 40.0,
+                idle_allocated_gpu_hours: 8.0}]
     nodes:
       description: The points per node, by node name.
       returned: always

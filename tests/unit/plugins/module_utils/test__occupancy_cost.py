@@ -83,4 +83,3 @@ def test_a_node_model_without_cost_inputs():
     with pytest.raises(CostError, match=r"^gpu_occupancy_cost_models has no entry for 'NVIDIA H200', the GPU model of gpu9\.$"):
         datacenter_costs({"gpu9": {"model": "NVIDIA H200", "gpus": 8}}, {H100: SERVER},
                          {"window_hours": 1, "active_gpu_hours": 0, "available_gpu_hours": 0})
-
