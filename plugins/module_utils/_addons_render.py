@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 
-import yaml
+try:
+    import yaml
+except ImportError:  # the render runs on the controller (filter cluster_addons_plan), where Ansible brings PyYAML
+    yaml = None
 
 from ansible_collections.onprem.gpu.plugins.module_utils._addons import GPU_RESOURCE, TEAM_LABEL, metric_resource
 
@@ -24,24 +27,24 @@ CR_ANNOTATIONS = {"argocd.argoproj.io/sync-wave": "1", "argocd.argoproj.io/sync-
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 
-class _Dumper(yaml.SafeDumper):
+def _dumper():
     """Block style, multi-line strings as literal blocks, no aliases: files a reviewer reads in a merge request."""
 
-    def ignore_aliases(self, data):
-        return True
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data):
+            return True
 
+    def represent_str(dumper, data):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
 
-def _str_representer(dumper, data):
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_Dumper.add_representer(str, _str_representer)
+    Dumper.add_representer(str, represent_str)
+    return Dumper
 
 
 def dump(documents):
     """YAML text of one or more documents, keys in the order given."""
-    return HEADER + "---\n".join(yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120) for document in documents)
+    dumper = _dumper()
+    return HEADER + "---\n".join(yaml.dump(document, Dumper=dumper, sort_keys=False, default_flow_style=False, width=120) for document in documents)
 
 
 def tree(dc):
