@@ -131,6 +131,8 @@ def datacenter(description):
     flavors = _flavors(nodes)
     rails = _rails(description, settings, problems)
     teams = settings.get("cluster_addons_teams") or []
+    if (settings.get("mig_owner") or "collection") not in ("collection", "gpu_operator"):
+        problems.append(f"mig_owner must be collection or gpu_operator, not {settings['mig_owner']!r}.")
     problems.extend(_chart_problems(settings))
     problems.extend(_team_problems(description["name"], teams, flavors, nodes, settings))
     return Datacenter(description["name"], settings, nodes, flavors, rails, teams, problems)

@@ -161,7 +161,7 @@ def device_plugin_config(dc):
 
 def gpu_operator_values(dc):
     """Values of the GPU Operator chart: host driver and toolkit, CDI, mixed MIG, DCGM with SM activity."""
-    collection_owns_mig = dc.settings.get("mig_owner", "collection") == "collection"
+    collection_owns_mig = (dc.settings.get("mig_owner") or "collection") == "collection"
     tolerations = _gpu_node_tolerations(dc)
     monitoring = _setting(dc, "monitoring")
     csv = "".join(f"{metric['field']}, {metric['type']}, {metric['help']}\n" for metric in _setting(dc, "dcgm_metrics"))

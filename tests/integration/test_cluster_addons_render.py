@@ -248,6 +248,7 @@ def test_helm_template_of_each_pinned_chart_with_the_rendered_values(built, crd_
     unique = {json.dumps(job[2:], sort_keys=True): job[2:] for job in jobs}
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         outputs = dict(zip(unique, pool.map(lambda job: helm_template(CHART_ARCHIVES[job[0]], *job), unique.values())))
+    print(f"helm template runs: {len(outputs)}, objects validated: {sum(len(objects) for objects in outputs.values())}")
     for inventory, dc, release, namespace, values in jobs:
         objects = outputs[json.dumps([release, namespace, values], sort_keys=True)]
         # The charts' own CRDs are upstream's, the same whatever the values: the objects the values shape are checked.

@@ -195,6 +195,11 @@ REFUSALS = [
         id="chart-version-not-pinned",
     ),
     pytest.param(
+        {"settings": {"mig_owner": "operator"}},
+        "mig_owner must be collection or gpu_operator, not 'operator'.",
+        id="unknown-mig-owner",
+    ),
+    pytest.param(
         {"rails": [{"name": "rail0", "pci": "0000:1a:00.0", "subnet": "10.99.0.0/24"}]},
         "Rail rail0 is given by PCI address (0000:1a:00.0) and cluster_addons_rdma_netdevs names no netdev for it (entry 0): "
         "pods attach to a rail through its netdev name.",
