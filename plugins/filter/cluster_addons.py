@@ -9,6 +9,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.onprem.gpu.plugins.module_utils._addons import datacenter
 from ansible_collections.onprem.gpu.plugins.module_utils._addons_render import tree
 
+
 def _get(host_vars, name, default=None):
     try:
         value = host_vars[name]

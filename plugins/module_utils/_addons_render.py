@@ -369,21 +369,19 @@ def _network_policies(dc, namespace, labels):
     cidrs = _setting(dc, "team_egress_cidrs")
     if cidrs:
         egress.append({"to": [{"ipBlock": {"cidr": str(cidr)}} for cidr in cidrs]})
-    return [
-        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _metadata("default-deny", namespace, labels),
-         "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}},
-        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _metadata("allow-training", namespace, labels),
-         "spec": {
-             "podSelector": {},
-             "policyTypes": ["Ingress", "Egress"],
-             # Rendezvous, NCCL bootstrap and sockets between the pods of a job; metrics scraped by Prometheus.
-             "ingress": [
-                 {"from": [{"podSelector": {}}]},
-                 {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring["namespace"]}}}]},
-             ],
-             "egress": egress,
-         }},
-    ]
+    deny = {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    training = {
+        "podSelector": {},
+        "policyTypes": ["Ingress", "Egress"],
+        # Rendezvous, NCCL bootstrap and sockets between the pods of a job; metrics scraped by Prometheus.
+        "ingress": [
+            {"from": [{"podSelector": {}}]},
+            {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring["namespace"]}}}]},
+        ],
+        "egress": egress,
+    }
+    return [{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _metadata(name, namespace, labels), "spec": spec}
+            for name, spec in (("default-deny", deny), ("allow-training", training))]
 
 
 def nccl_environment(dc):
@@ -590,4 +588,3 @@ def prometheus_rule(dc):
         "metadata": _metadata("onprem-gpu", monitoring["namespace"], dict(monitoring["selector_labels"]), CR_ANNOTATIONS),
         "spec": {"groups": [group for group in groups if group]},
     }
-

@@ -133,7 +133,8 @@ def test_overcommit_allows_quotas_above_capacity():
 
 REFUSALS = [
     pytest.param(
-        {"settings": teams({"name": "a", "namespaces": ["a"], "gpus": {"h100-training": 12}}, {"name": "b", "namespaces": ["b"], "gpus": {"h100-training": 8}})},
+        {"settings": teams({"name": "a", "namespaces": ["a"], "gpus": {"h100-training": 12}},
+                           {"name": "b", "namespaces": ["b"], "gpus": {"h100-training": 8}})},
         "The teams' nominal quotas in h100-training add up to 20 nvidia.com/gpu but dc1 has 16 (gpu-01: 8 GPUs, gpu-02: 8 GPUs): "
         "lower them or set cluster_addons_overcommit.",
         id="gpu-quotas-above-capacity",
@@ -190,7 +191,8 @@ REFUSALS = [
         id="two-teams-one-namespace",
     ),
     pytest.param(
-        {"settings": {"cluster_addons_charts": dict(DEFAULTS["cluster_addons_charts"], kueue=dict(DEFAULTS["cluster_addons_charts"]["kueue"], version="^0.19"))}},
+        {"settings": {"cluster_addons_charts": dict(DEFAULTS["cluster_addons_charts"],
+                                                    kueue=dict(DEFAULTS["cluster_addons_charts"]["kueue"], version="^0.19"))}},
         "The kueue chart version '^0.19' is not pinned: give an exact version such as 1.2.3 (no range, no 'latest', no branch) in cluster_addons_charts.",
         id="chart-version-not-pinned",
     ),
