@@ -381,6 +381,7 @@ def test_golden(rendered, inventory, dc):
         golden.write_text(produced)
     assert produced == golden.read_text(), f"the rendered tree differs from {golden.name} (regenerate: see this module's docstring)"
 
+
 BAD_RUNS = [
     pytest.param(
         ["-e", "cluster_addons_apply=true"],
