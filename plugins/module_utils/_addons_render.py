@@ -1,0 +1,590 @@
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The GitOps tree of one datacenter: ``tree(dc)`` returns ``{path under clusters/<dc>/: YAML text}``.
+
+Charts become Argo CD Applications (chart, repoURL, pinned targetRevision, helm.valuesObject); everything else is
+plain objects: Kueue flavors and queues, team namespaces, RDMA attachments, the StorageClass, the alert rules.
+``kustomization.yaml`` lists every file, so ``kubectl kustomize clusters/<dc>`` builds the whole cluster.
+"""
+
+from __future__ import annotations
+
+import json
+
+try:
+    import yaml
+except ImportError:  # the render runs on the controller (filter cluster_addons_plan), where Ansible brings PyYAML
+    yaml = None
+
+from ansible_collections.onprem.gpu.plugins.module_utils._addons import GPU_RESOURCE, TEAM_LABEL, metric_resource
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "onprem.gpu"}
+HEADER = "# Rendered by onprem.gpu.cluster_addons from the inventory; edit the inventory and render again.\n"
+# Custom resources whose CRD arrives with an Application of the same sync: Argo CD applies them after the charts.
+CR_ANNOTATIONS = {"argocd.argoproj.io/sync-wave": "1", "argocd.argoproj.io/sync-options": "SkipDryRunOnMissingResource=true"}
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+
+
+def _dumper():
+    """Block style, multi-line strings as literal blocks, no aliases: files a reviewer reads in a merge request."""
+
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data):
+            return True
+
+    def represent_str(dumper, data):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+    Dumper.add_representer(str, represent_str)
+    return Dumper
+
+
+def dump(documents):
+    """YAML text of one or more documents, keys in the order given."""
+    dumper = _dumper()
+    return HEADER + "---\n".join(yaml.dump(document, Dumper=dumper, sort_keys=False, default_flow_style=False, width=120) for document in documents)
+
+
+def tree(dc):
+    """``{relative path: text}`` of every file of the datacenter's tree, kustomization.yaml included."""
+    files = {
+        "argocd/root.yaml": [_root_application(dc)],
+        "apps/gpu-operator.yaml": [_application(dc, "gpu_operator", gpu_operator_values(dc))],
+        "apps/kueue.yaml": [_application(dc, "kueue", kueue_values(dc))],
+        "apps/local-path-provisioner.yaml": [_application(dc, "local_path_provisioner", local_path_values(dc))],
+        "storage/storageclass.yaml": [_storage_class(dc)],
+        "kueue/resource-flavors.yaml": _resource_flavors(dc),
+        "kueue/cluster-queues.yaml": [_cluster_queue(dc, team) for team in dc.teams],
+        "monitoring/gpu-alerts.yaml": [prometheus_rule(dc)],
+    }
+    if dc.settings.get("cluster_addons_priority_classes"):
+        files["kueue/workload-priority-classes.yaml"] = _priority_classes(dc)
+    if dc.rails:
+        files["apps/network-operator.yaml"] = [_application(dc, "network_operator", network_operator_values(dc))]
+        files["rdma/nic-cluster-policy.yaml"] = [_nic_cluster_policy(dc)]
+    if any(rail.pod_range is not None for rail in dc.rails):
+        files["apps/whereabouts.yaml"] = [_application(dc, "whereabouts", whereabouts_values(dc))]
+    for team in dc.teams:
+        files[f"teams/{team['name']}.yaml"] = _team_objects(dc, team)
+    texts = {path: dump(documents) for path, documents in sorted(files.items()) if documents}
+    texts["kustomization.yaml"] = dump([{
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "labels": [{"pairs": dict(MANAGED_BY, **{"onprem.gpu/datacenter": dc.name}), "includeSelectors": False}],
+        "resources": sorted(texts),
+    }])
+    return texts
+
+
+def _metadata(name, namespace=None, labels=None, annotations=None):
+    metadata = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    return metadata
+
+
+def _setting(dc, name):
+    return dc.settings[f"cluster_addons_{name}"]
+
+
+# --- Argo CD -----------------------------------------------------------------------------------------------------
+
+def _root_application(dc):
+    gitops = _setting(dc, "gitops")
+    path = "/".join(part for part in (str(gitops.get("root") or "").strip("/"), "clusters", dc.name) if part)
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": _metadata(f"{dc.name}-cluster-addons", gitops["argocd_namespace"]),
+        "spec": {
+            "project": gitops["project"],
+            "source": {"repoURL": gitops["repo_url"], "targetRevision": gitops["revision"], "path": path},
+            "destination": {"server": gitops["destination_server"], "namespace": gitops["argocd_namespace"]},
+            "syncPolicy": {"automated": {"prune": True, "selfHeal": True}, "syncOptions": ["ServerSideApply=true"]},
+        },
+    }
+
+
+def _application(dc, component, values):
+    gitops = _setting(dc, "gitops")
+    chart = _setting(dc, "charts")[component]
+    source = {"repoURL": chart["repo_url"], "targetRevision": str(chart["version"])}
+    if chart.get("chart"):
+        source["chart"] = chart["chart"]
+    else:
+        source["path"] = chart["path"]
+    source["helm"] = {"releaseName": chart["release"], "valuesObject": values}
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": dict(_metadata(f"{dc.name}-{chart['release']}", gitops["argocd_namespace"], annotations={"argocd.argoproj.io/sync-wave": "0"}),
+                         finalizers=["resources-finalizer.argocd.argoproj.io"]),
+        "spec": {
+            "project": gitops["project"],
+            "source": source,
+            "destination": {"server": gitops["destination_server"], "namespace": chart["namespace"]},
+            "syncPolicy": {
+                "automated": {"prune": True, "selfHeal": True},
+                # Server-side apply: the Kueue and operator CRDs are larger than client-side apply's annotation allows.
+                "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"],
+            },
+        },
+    }
+
+
+# --- GPU Operator ------------------------------------------------------------------------------------------------
+
+def _gpu_node_tolerations(dc):
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    for key, effect in sorted({(taint["key"], taint.get("effect", "NoSchedule")) for node in dc.nodes for taint in node.taints}):
+        tolerations.append({"key": key, "operator": "Exists", "effect": effect})
+    return tolerations
+
+
+def device_plugin_config(dc):
+    """The device plugin's named configurations: default (no sharing) and one per time-slicing entry."""
+    data = {"default": yaml.safe_dump({"version": "v1", "flags": {"migStrategy": "mixed"}}, sort_keys=False)}
+    for name, replicas in sorted((_setting(dc, "time_slicing") or {}).items()):
+        data[name] = yaml.safe_dump({
+            "version": "v1",
+            "flags": {"migStrategy": "mixed"},
+            "sharing": {"timeSlicing": {"resources": [{"name": GPU_RESOURCE, "replicas": int(replicas)}]}},
+        }, sort_keys=False)
+    return data
+
+
+def gpu_operator_values(dc):
+    """Values of the GPU Operator chart: host driver and toolkit, CDI, mixed MIG, DCGM with SM activity."""
+    collection_owns_mig = (dc.settings.get("mig_owner") or "collection") == "collection"
+    tolerations = _gpu_node_tolerations(dc)
+    monitoring = _setting(dc, "monitoring")
+    csv = "".join(f"{metric['field']}, {metric['type']}, {metric['help']}\n" for metric in _setting(dc, "dcgm_metrics"))
+    values = {
+        # The collection installs the driver (nvidia_driver) and the NVIDIA Container Toolkit (container_runtime).
+        "driver": {"enabled": False},
+        "toolkit": {"enabled": False},
+        # container_runtime turns on CDI in containerd (enable_cdi, /etc/cdi and /var/run/cdi) and writes the GPUs' spec.
+        "cdi": {"enabled": True, "nriPluginEnabled": False},
+        "mig": {"strategy": "mixed"},
+        "migManager": {"enabled": not collection_owns_mig},
+        "daemonsets": {"tolerations": tolerations},
+        "node-feature-discovery": {"worker": {"tolerations": tolerations}},
+        "devicePlugin": {"config": {"create": True, "name": "device-plugin-config", "default": "default", "data": device_plugin_config(dc)}},
+        "dcgmExporter": {
+            "serviceMonitor": {"enabled": True, "honorLabels": True, "additionalLabels": dict(monitoring["selector_labels"])},
+            "config": {"create": True, "name": "dcgm-metrics", "data": csv},
+        },
+        "nodeStatusExporter": {"enabled": True},
+    }
+    if not collection_owns_mig:
+        values["migManager"]["config"] = {"default": ""}
+    return values
+
+
+# --- Kueue -------------------------------------------------------------------------------------------------------
+
+def kueue_manager_config(dc):
+    """Kueue's Configuration: jobs in team namespaces are Kueue's even without a queue name; rdma/ is not queued."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
+        "resources": {"excludeResourcePrefixes": ["rdma/"]},
+        "integrations": {"frameworks": list(_setting(dc, "kueue_frameworks"))},
+    }
+
+
+def kueue_values(dc):
+    return {
+        "enablePrometheus": True,
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(dc), sort_keys=False)},
+    }
+
+
+def _resource_flavors(dc):
+    flavors = [{
+        "apiVersion": KUEUE_API, "kind": "ResourceFlavor",
+        "metadata": _metadata(_setting(dc, "cpu_flavor"), annotations=CR_ANNOTATIONS), "spec": {},
+    }]
+    for flavor in dc.flavors.values():
+        spec = {"nodeLabels": flavor.node_labels}
+        if flavor.taints:
+            spec["nodeTaints"] = [_taint(taint) for taint in flavor.taints]
+            # Admitted workloads get the pool's toleration: users ask for a queue, not for taints.
+            spec["tolerations"] = [dict(_taint(taint), operator="Equal") for taint in flavor.taints]
+        flavors.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": _metadata(flavor.name, annotations=CR_ANNOTATIONS), "spec": spec})
+    return flavors
+
+
+def _taint(taint):
+    result = {"key": taint["key"]}
+    if taint.get("value") is not None:
+        result["value"] = str(taint["value"])
+    result["effect"] = taint.get("effect", "NoSchedule")
+    return result
+
+
+def _limits(team, kind, flavor):
+    limits = team.get(kind) or {}
+    return limits.get(flavor)
+
+
+def _queue_limits(team, key, kind):
+    limits = {}
+    for field, variable in (("borrowingLimit", "borrowing_limits"), ("lendingLimit", "lending_limits")):
+        if _limits(team, variable, key) is not None:
+            limits[field] = kind(_limits(team, variable, key))
+    return limits
+
+
+def _cluster_queue(dc, team):
+    gpus = team.get("gpus") or {}
+    groups = [{
+        "coveredResources": ["cpu", "memory"],
+        "flavors": [{"name": _setting(dc, "cpu_flavor"), "resources": [
+            dict({"name": "cpu", "nominalQuota": team.get("cpu", 0)}, **_queue_limits(team, "cpu", lambda value: value)),
+            dict({"name": "memory", "nominalQuota": str(team.get("memory", 0))}, **_queue_limits(team, "memory", str)),
+        ]}],
+    }]
+    by_resource = {}
+    for flavor in dc.flavors.values():
+        by_resource.setdefault(flavor.resource, []).append(flavor)
+    for resource, flavors in sorted(by_resource.items(), key=lambda item: (item[0] != GPU_RESOURCE, item[0])):
+        entries = []
+        # Kueue tries a group's flavors in order: the team's own quota first, then those it can only borrow.
+        for flavor in sorted(flavors, key=lambda item: (int(gpus.get(item.name, 0)) == 0, item.name)):
+            quota = {"name": resource, "nominalQuota": int(gpus.get(flavor.name, 0))}
+            quota.update(_queue_limits(team, flavor.name, int))
+            entries.append({"name": flavor.name, "resources": [quota]})
+        groups.append({"coveredResources": [resource], "flavors": entries})
+    return {
+        "apiVersion": KUEUE_API, "kind": "ClusterQueue",
+        "metadata": _metadata(team["name"], labels={TEAM_LABEL: team["name"]}, annotations=CR_ANNOTATIONS),
+        "spec": {
+            "cohortName": _setting(dc, "cohort"),
+            "namespaceSelector": {"matchLabels": {TEAM_LABEL: team["name"]}},
+            "queueingStrategy": "BestEffortFIFO",
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            "resourceGroups": groups,
+        },
+    }
+
+
+def _priority_classes(dc):
+    return [{
+        "apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
+        "metadata": _metadata(item["name"], annotations=CR_ANNOTATIONS),
+        "value": int(item["value"]), "description": item.get("description", ""),
+    } for item in _setting(dc, "priority_classes")]
+
+
+# --- Teams -------------------------------------------------------------------------------------------------------
+
+def team_quota(dc, team):
+    """A team namespace's ResourceQuota: what the team can reach through Kueue (nominal quota plus what it may borrow)."""
+    gpus = team.get("gpus") or {}
+    hard = {}
+    for flavor in dc.flavors.values():
+        nominal = int(gpus.get(flavor.name, 0))
+        borrowing = _limits(team, "borrowing_limits", flavor.name)
+        reach = max(nominal, min(flavor.capacity, nominal + (flavor.capacity if borrowing is None else int(borrowing))))
+        key = f"requests.{flavor.resource}"
+        hard[key] = hard.get(key, 0) + reach
+    hard.setdefault(f"requests.{GPU_RESOURCE}", 0)
+    # CPU and memory capacity is not in the inventory: capped only where the team may borrow a known amount.
+    for resource in ("cpu", "memory"):
+        borrowing = _limits(team, "borrowing_limits", resource)
+        if borrowing is not None and team.get(resource) is not None:
+            hard[f"requests.{resource}"] = _quantity_sum(team[resource], borrowing)
+    return {key: str(value) for key, value in sorted(hard.items())}
+
+
+def _quantity_sum(nominal, borrowing):
+    """nominal + borrowing for plain numbers; a quantity with a unit (4Ti) only when nothing may be borrowed."""
+    if str(borrowing) in ("0", "0.0"):
+        return nominal
+    if isinstance(nominal, (int, float)) and isinstance(borrowing, (int, float)):
+        return nominal + borrowing
+    raise ValueError(f"borrowing limit {borrowing!r} cannot be added to {nominal!r}: give CPU as numbers and memory limits as 0")
+
+
+def _team_objects(dc, team):
+    name = team["name"]
+    labels = {TEAM_LABEL: name}
+    objects = []
+    for namespace in team["namespaces"]:
+        objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": _metadata(namespace, labels=labels)})
+    for namespace in team["namespaces"]:
+        objects.append({
+            "apiVersion": "v1", "kind": "ResourceQuota", "metadata": _metadata("team-quota", namespace, labels),
+            "spec": {"hard": team_quota(dc, team)},
+        })
+        objects.append({
+            "apiVersion": "v1", "kind": "LimitRange", "metadata": _metadata("team-defaults", namespace, labels),
+            "spec": {"limits": [dict({"type": "Container"}, **_setting(dc, "limit_range"))]},
+        })
+        for role, group in (("edit", team.get("group")), ("view", team.get("viewer_group"))):
+            if group:
+                objects.append({
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": _metadata(f"team-{role}", namespace, labels),
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+                })
+        objects.extend(_network_policies(dc, namespace, labels))
+        objects.append({
+            "apiVersion": KUEUE_API, "kind": "LocalQueue",
+            # "default": Kueue's LocalQueue defaulting sends jobs without kueue.x-k8s.io/queue-name here.
+            "metadata": _metadata("default", namespace, labels, CR_ANNOTATIONS),
+            "spec": {"clusterQueue": name},
+        })
+        if dc.rails:
+            objects.append({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata("nccl-env", namespace, labels),
+                "data": nccl_environment(dc),
+            })
+        objects.extend(_network_attachments(dc, namespace, labels))
+    return objects
+
+
+def _network_policies(dc, namespace, labels):
+    monitoring = _setting(dc, "monitoring")
+    egress = [
+        {"to": [{"podSelector": {}}]},
+        {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                 "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+    ]
+    cidrs = _setting(dc, "team_egress_cidrs")
+    if cidrs:
+        egress.append({"to": [{"ipBlock": {"cidr": str(cidr)}} for cidr in cidrs]})
+    deny = {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    training = {
+        "podSelector": {},
+        "policyTypes": ["Ingress", "Egress"],
+        # Rendezvous, NCCL bootstrap and sockets between the pods of a job; metrics scraped by Prometheus.
+        "ingress": [
+            {"from": [{"podSelector": {}}]},
+            {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring["namespace"]}}}]},
+        ],
+        "egress": egress,
+    }
+    return [{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _metadata(name, namespace, labels), "spec": spec}
+            for name, spec in (("default-deny", deny), ("allow-training", training))]
+
+
+def nccl_environment(dc):
+    """The NCCL variables a pod of this datacenter needs to use its rails (ConfigMap nccl-env in each team namespace)."""
+    nccl = _setting(dc, "nccl")
+    hcas = nccl.get("ib_hca") or "=" + ",".join(f"mlx5_{rail.index}" for rail in dc.rails)
+    environment = {"NCCL_IB_HCA": hcas, "NCCL_SOCKET_IFNAME": str(nccl.get("socket_ifname", "eth0"))}
+    if dc.rails and dc.rails[0].link_layer == "ethernet":
+        environment["NCCL_IB_GID_INDEX"] = str(nccl["ib_gid_index"])
+        environment["NCCL_IB_TC"] = str(nccl["ib_tc"])
+    return dict(sorted(environment.items()))
+
+
+def network_attachment_config(dc, rail):
+    """The CNI configuration of a rail's attachment: macvlan on the rail's netdev, whereabouts in the pods' block."""
+    block = rail.pod_range
+    first = block.network_address if block.network_address != rail.subnet.network_address else block.network_address + 1
+    last = block.broadcast_address if block.broadcast_address != rail.subnet.broadcast_address else block.broadcast_address - 1
+    ipam = {"type": "whereabouts", "range": str(rail.subnet), "range_start": str(first), "range_end": str(last), "network_name": rail.name}
+    if rail.gateway:
+        ipam["exclude"] = [f"{rail.gateway}/32"]
+    return {"cniVersion": "0.3.1", "name": rail.name, "type": "macvlan", "master": rail.netdev, "mode": "bridge",
+            "mtu": int(_setting(dc, "rdma_mtu")), "ipam": ipam}
+
+
+def _network_attachments(dc, namespace, labels):
+    return [{
+        "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+        "metadata": _metadata(rail.name, namespace, labels, dict(CR_ANNOTATIONS, **{"k8s.v1.cni.cncf.io/resourceName": f"rdma/{rail.name}"})),
+        "spec": {"config": json.dumps(network_attachment_config(dc, rail), sort_keys=False)},
+    } for rail in dc.rails if rail.pod_range is not None and rail.netdev]
+
+
+# --- RDMA ---------------------------------------------------------------------------------------------------------
+
+def rdma_shared_device_plugin_config(dc):
+    """config.json of the RDMA shared device plugin: one resource rdma/<rail> per rail, selected by netdev."""
+    return {"periodicUpdateInterval": 300, "configList": [{
+        "resourceName": rail.name, "resourcePrefix": "rdma", "rdmaHcaMax": int(_setting(dc, "rdma_hca_max")),
+        "selectors": {"ifNames": [rail.netdev]},
+    } for rail in dc.rails if rail.netdev]}
+
+
+def network_operator_values(dc):
+    # The GPU Operator runs Node Feature Discovery; one NFD per cluster.
+    return {"nfd": {"enabled": False, "deployNodeFeatureRules": True}, "sriovNetworkOperator": {"enabled": False}}
+
+
+def _nic_cluster_policy(dc):
+    images = _setting(dc, "network_operator_images")
+    image = {"repository": images["repository"], "version": images["version"]}
+    return {
+        "apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy",
+        "metadata": _metadata("nic-cluster-policy", annotations=CR_ANNOTATIONS),
+        "spec": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node.name for node in dc.nodes]},
+            ]}]}},
+            "tolerations": _gpu_node_tolerations(dc),
+            "rdmaSharedDevicePlugin": dict(image, image="k8s-rdma-shared-dev-plugin",
+                                           config=json.dumps(rdma_shared_device_plugin_config(dc), indent=2)),
+            "secondaryNetwork": {"multus": dict(image, image="multus-cni"), "cniPlugins": dict(image, image="plugins")},
+        },
+    }
+
+
+def whereabouts_values(dc):
+    return {"tolerations": [{"operator": "Exists", "effect": "NoSchedule"}]}
+
+
+# --- Storage ------------------------------------------------------------------------------------------------------
+
+def local_path_values(dc):
+    """local-path-provisioner: volumes only on the GPU nodes' NVMe cache, nowhere else (empty default paths)."""
+    node_paths = [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": []}]
+    node_paths.extend({"node": node.name, "paths": [node.local_path_dir]} for node in dc.nodes if node.local_path_dir)
+    return {"storageClass": {"create": False}, "nodePathMap": node_paths}
+
+
+def _storage_class(dc):
+    storage = _setting(dc, "storage_class")
+    return {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": _metadata(storage["name"], annotations={"storageclass.kubernetes.io/is-default-class": str(bool(storage["default"])).lower()}),
+        "provisioner": "rancher.io/local-path",
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowedTopologies": [{"matchLabelExpressions": [{
+            "key": "kubernetes.io/hostname", "values": [node.name for node in dc.nodes if node.local_path_dir],
+        }]}],
+    }
+
+
+# --- Alerts -------------------------------------------------------------------------------------------------------
+
+def idle_gpu_expression(alerts):
+    """Per GPU (or MIG instance): SM activity under the threshold while memory is used or a pod holds it."""
+    window = alerts["idle_window"]
+    return (
+        f"max by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE, namespace, pod) (avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{window}]))"
+        f" < {alerts['idle_sm_active']}\n"
+        "and on (Hostname, gpu, GPU_I_ID)\n"
+        "(\n"
+        f"  max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_FB_USED) > {alerts['idle_fb_used_mib']}\n"
+        "  or\n"
+        # dcgm-exporter does not report framebuffer use of MIG instances on every driver: a pod holding it counts.
+        "  max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_PROF_SM_ACTIVE{pod!=\"\"})\n"
+        ")"
+    )
+
+
+def prometheus_rule(dc):
+    alerts = _setting(dc, "alerts")
+    monitoring = _setting(dc, "monitoring")
+    expected = []
+    for node in dc.nodes:
+        resources = ([(GPU_RESOURCE, node.whole_gpus * node.replicas)] if node.whole_gpus else []) + sorted(
+            ("nvidia.com/mig-" + profile, count) for profile, count in node.mig_devices.items())
+        expected.extend({
+            "record": "onprem_gpu:node_allocatable_expected", "expr": f"vector({count})",
+            "labels": {"node": node.name, "resource": metric_resource(resource)},
+        } for resource, count in resources)
+    caches = [{
+        "record": "onprem_gpu:node_nvme_cache_expected", "expr": "vector(1)",
+        "labels": {"nodename": node.name, "mountpoint": _setting(dc, "nvme_cache_mount")},
+    } for node in dc.nodes if node.local_path_dir]
+    team_alerts = [{
+        "alert": "TeamGPUsIdle",
+        "expr": f"count(onprem_gpu:gpu_idle_allocated{{namespace=~\"{'|'.join(team['namespaces'])}\"}}) >= "
+                f"{int(team.get('idle_gpus_alert', alerts['team_idle_gpus']))}",
+        "for": alerts["idle_for"],
+        "labels": {"severity": "warning", "team": team["name"]},
+        "annotations": {
+            "summary": f"Team {team['name']} holds {{{{ $value }}}} GPUs it does not use",
+            "description": f"{{{{ $value }}}} GPUs (or MIG instances) allocated to pods of team {team['name']} have had SM activity "
+                           f"below {alerts['idle_sm_active']} for {alerts['idle_for']}.",
+        },
+    } for team in dc.teams]
+    groups = [
+        {"name": "onprem-gpu-expected", "rules": expected + caches} if expected or caches else None,
+        {"name": "onprem-gpu-idle", "rules": [
+            {"record": "onprem_gpu:gpu_idle_allocated", "expr": idle_gpu_expression(alerts)},
+            {
+                "alert": "GPUAllocatedButIdle",
+                "expr": "count by (Hostname) (onprem_gpu:gpu_idle_allocated) > 0",
+                "for": alerts["idle_for"],
+                "labels": {"severity": "warning"},
+                "annotations": {
+                    "summary": "{{ $labels.Hostname }}: {{ $value }} GPUs hold memory but do no work",
+                    "description": f"GPUs of {{{{ $labels.Hostname }}}} have memory allocated (or a pod) but SM activity below "
+                                   f"{alerts['idle_sm_active']} for {alerts['idle_for']}.",
+                },
+            },
+        ] + team_alerts},
+        {"name": "onprem-gpu-health", "rules": [
+            {
+                "alert": "GPUXidError",
+                "expr": "max by (Hostname, gpu, GPU_I_ID) (max_over_time(DCGM_FI_DEV_XID_ERRORS[5m])) > 0",
+                "labels": {"severity": "critical"},
+                "annotations": {
+                    "summary": "{{ $labels.Hostname }} GPU {{ $labels.gpu }} reported XID {{ $value }}",
+                    "description": "See NVIDIA's XID catalogue; 48, 63, 64, 74, 79, 94 and 95 usually need a drain and a GPU reset or a reboot.",
+                },
+            },
+            {
+                "alert": "GPUMissingFromNode",
+                "expr": "(onprem_gpu:node_allocatable_expected unless on (node, resource) kube_node_status_allocatable)\n"
+                        "or\n"
+                        "(onprem_gpu:node_allocatable_expected > on (node, resource) kube_node_status_allocatable)",
+                "for": alerts["gpu_missing_for"],
+                "labels": {"severity": "critical"},
+                "annotations": {
+                    "summary": "{{ $labels.node }} offers fewer {{ $labels.resource }} than the inventory declares ({{ $value }})",
+                    "description": "A GPU fell off the bus, the device plugin is down, or the MIG layout differs from the inventory's.",
+                },
+            },
+            {
+                "alert": "NVMeCacheMissing",
+                "expr": "onprem_gpu:node_nvme_cache_expected\n"
+                        "unless on (nodename, mountpoint)\n"
+                        "(node_filesystem_size_bytes * on (instance) group_left (nodename) node_uname_info)",
+                "for": alerts["nvme_cache_for"],
+                "labels": {"severity": "critical"},
+                "annotations": {
+                    "summary": "{{ $labels.nodename }} has no NVMe cache at {{ $labels.mountpoint }}",
+                    "description": "The cache is not mounted (or node-exporter does not report it); kubelet waits for the mount and "
+                                   "local-path volumes cannot be made there.",
+                },
+            },
+        ]},
+        {"name": "onprem-gpu-queues", "rules": [{
+            "alert": "KueuePendingWorkloads",
+            "expr": f"sum by (cluster_queue) (kueue_pending_workloads{{status=\"active\", replica_role!=\"follower\"}}) > {alerts['pending_workloads']}",
+            "for": alerts["pending_for"],
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $value }} workloads wait in ClusterQueue {{ $labels.cluster_queue }}",
+                "description": f"More than {alerts['pending_workloads']} workloads have waited for quota for {alerts['pending_for']}.",
+            },
+        }]},
+    ]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+        "metadata": _metadata("onprem-gpu", monitoring["namespace"], dict(monitoring["selector_labels"]), CR_ANNOTATIONS),
+        "spec": {"groups": [group for group in groups if group]},
+    }
