@@ -51,7 +51,9 @@ class ConfigEntry:
         device_id = _hex(gpu.get("pci_device_id"))
         subsystem_id = _hex(gpu.get("pci_sub_device_id"))
         # Where nvidia-smi printed no subsystem id for the GPU, the device id alone decides.
-        return any(device_id == device and None in (subsystem, subsystem_id) or (device, subsystem) == (device_id, subsystem_id) for device, subsystem in self.device_filter)
+        return any(
+            device_id == device and (subsystem is None or subsystem_id is None or subsystem == subsystem_id) for device, subsystem in self.device_filter
+        )
 
     @property
     def names_subsystems(self):

@@ -422,24 +422,25 @@ def _reset_pending(plans, smi, processes, outcome):
     """
     if not any(plan.request_mode is not None or plan.mode_changes for plan in plans):
         return
+    wanted = {plan.index: plan.mig_enabled for plan in plans}
     gpus = {gpu["index"]: gpu for gpu in smi.read_gpus()}
-    pending = [plan.index for plan in plans if (gpus[plan.index]["mig_mode_current"] == ENABLED) != plan.mig_enabled]
+    pending = [index for index in wanted if (gpus[index]["mig_mode_current"] == ENABLED) != wanted[index]]
     if not pending:
         return
     succeeded, output = smi.reset(pending)
     outcome.record(pending, reset_text(pending, succeeded))
     gpus = {gpu["index"]: gpu for gpu in smi.read_gpus()}
-    still_pending = [index for index in pending if (gpus[index]["mig_mode_current"] == ENABLED) != next(plan.mig_enabled for plan in plans if plan.index == index)]
+    still_pending = [index for index in pending if (gpus[index]["mig_mode_current"] == ENABLED) != wanted[index]]
     if not still_pending:
         return
     clients = smi.driver_clients()
     refused = reset_refusals(output)
-    held = [index for index in still_pending if gpus[index]["pci_bus_id"].upper() in refused]
+    held = [index for index in still_pending if gpus[index]["pci_bus_id"].upper() in refused]  # the others waited with them
     for index in still_pending:
-        outcome.blocked[index] = _why_not_reset(gpus[index], output, refused, held, clients, processes)
+        outcome.blocked[index] = _why_not_reset(gpus[index], output, held, clients, processes)
 
 
-def _why_not_reset(gpu, reset_output, refused, held, clients, processes):
+def _why_not_reset(gpu, reset_output, held, clients, processes):
     """Say why a GPU could not be reset: it cannot be here, another GPU of the same reset was held, or what may hold it."""
     if failure_kind(reset_output) == RESET_NOT_SUPPORTED:
         return "it cannot be reset on this host, as in a passthrough VM"

@@ -31,7 +31,7 @@ description:
   - A MIG mode change takes effect at once on Hopper and later GPUs. On Ampere GPUs (A100, A30) it waits for a
     reset of the GPU. The driver resets an idle GPU by itself; the GPUs still pending are reset together with one
     C(nvidia-smi -r -i <ids>), as mig-parted resets a node with one call, and no other GPU is reset. When a driver
-    client holds a GPU the reset is refused for all of them: the GPUs keep the new mode pending and get no
+    client holds a GPU the reset is refused for all of them, so the GPUs keep the new mode pending and get no
     instances, RV(reboot_required) is V(true) and the message names what holds each GPU where it can be found
     (the kubelet's device plugin, gpu-feature-discovery, dcgm-exporter, DCGM, nvidia-persistenced, Fabric Manager,
     other processes with an NVIDIA device file open by PID and name, compute processes, persistence mode).
@@ -104,9 +104,9 @@ notes:
     keep the mode but lose the instances. Run the module again at boot, before the kubelet starts, to restore the layout.
   - Layouts name profiles as nvidia-smi does (V(1g.10gb), V(3g.40gb), V(1g.10gb+me)). Compute-instance profiles
     such as V(1c.3g.40gb) are refused, because each GPU instance gets one full compute instance.
-  - Profile tables are built in for the NVIDIA A100-SXM4-40GB, A100-SXM4-80GB, A100 80GB PCIe, H100 80GB HBM3, H100 PCIe,
+  - "Profile tables are built in for the NVIDIA A100-SXM4-40GB, A100-SXM4-80GB, A100 80GB PCIe, H100 80GB HBM3, H100 PCIe,
     H100 NVL, H200 and A30. Other models work from what their driver lists; on a driver before R550 with MIG mode off,
-    such a model first needs a layout with C(mig-devices: {}) to switch MIG on.
+    such a model first needs a layout with C(mig-devices: {}) to switch MIG on."
 seealso:
   - name: NVIDIA mig-parted
     description: The configuration format this module reads.

@@ -275,7 +275,10 @@ RESOLVE_ERRORS = [
 
 # Subsystem-qualified filters (mig-parted v0.15.0, mig.md 1.2): both ids must match where nvidia-smi prints the
 # GPU's pci.sub_device_id; where it does not, the device id alone decides.
-SUBSYSTEM_NODE = [dict(gpu(0, "NVIDIA A100-SXM4-40GB", "0x20B010DE"), pci_sub_device_id="0x134F10DE"), dict(gpu(1, "NVIDIA A100-SXM4-40GB", "0x20B010DE"), pci_sub_device_id="0x145F10DE")]
+SUBSYSTEM_NODE = [
+    dict(gpu(0, "NVIDIA A100-SXM4-40GB", "0x20B010DE"), pci_sub_device_id="0x134F10DE"),
+    dict(gpu(1, "NVIDIA A100-SXM4-40GB", "0x20B010DE"), pci_sub_device_id="0x145F10DE"),
+]
 UNKNOWN_SUBSYSTEM_NODE = [dict(gpu(0, "NVIDIA A100-SXM4-40GB", "0x20B010DE"), pci_sub_device_id=None), gpu(1, "NVIDIA A100-SXM4-40GB", "0x20B010DE")]
 
 

@@ -296,10 +296,11 @@ def test_a_model_without_table_may_be_switched_to_mig_without_instances():
     assert plans[0].request_mode is True and not plans[0].layout
 
 
+EIGHT_SLICE_PLACEMENTS = parse_placements((FIXTURES / "lgipp__8_slice__mig_guide.txt").read_text(encoding="utf-8"))
 GH200 = driver_model(
     "NVIDIA GH200 480GB",
     parse_gpu_instance_profiles((FIXTURES / "lgip__gh200_96gb.txt").read_text(encoding="utf-8")),
-    {profile_id: placement for (gpu, profile_id), placement in parse_placements((FIXTURES / "lgipp__8_slice__mig_guide.txt").read_text(encoding="utf-8")).items()},
+    {profile_id: placement for (gpu, profile_id), placement in EIGHT_SLICE_PLACEMENTS.items()},
 )
 GH200_BALANCED = {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1}
 
@@ -344,9 +345,8 @@ def test_a30_media_extension_profile_of_two_slices_is_planned():
 def test_a_drifted_name_in_the_layout_matches_what_the_driver_holds():
     # The driver calls profile 9 "3g.39gb" (mig-parted#31): a layout may use either name, and nothing changes.
     lgip = (FIXTURES / "lgip__h100_pcie__r525_layout_a.txt").read_text(encoding="utf-8").replace("MIG 3g.40gb ", "MIG 3g.39gb ")
-    placements = parse_placements((FIXTURES / "lgipp__8_slice__mig_guide.txt").read_text(encoding="utf-8"))
     table = mig_model("NVIDIA H100 PCIe")
-    driver = driver_model(table.gpu_name, parse_gpu_instance_profiles(lgip), {key[1]: value for key, value in placements.items()}, table)
+    driver = driver_model(table.gpu_name, parse_gpu_instance_profiles(lgip), {key[1]: value for key, value in EIGHT_SLICE_PLACEMENTS.items()}, table)
     held = [GpuInstance(2, 9, "3g.39gb", 4, 4, (ComputeInstance(0, 2, "3g.39gb"),))]
     gpus = [node_gpu(0, name="NVIDIA H100 PCIe")]
     plans = plan_node("x", gpus, {0: held}, {0: WantedGpu(True, {"3g.39gb": 1, "1g.10gb": 1})}, {0: driver})

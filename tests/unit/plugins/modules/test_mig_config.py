@@ -190,7 +190,7 @@ GH200 = "NVIDIA GH200 480GB"
 # mig-parted's all-balanced entry for "H100-96GB, PG506-96GB, GH200, H20" (gpu-operator default-mig-parted-config).
 GH200_BALANCED = {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1}
 GH200_CONFIGS = {
-    "all-balanced": [{"device-filter": ["0x234210DE", "0x233D10DE", "0x20B610DE", "0x232910DE"], "devices": "all", "mig-enabled": True, "mig-devices": GH200_BALANCED}],
+    "all-balanced": layout(GH200_BALANCED, **{"device-filter": ["0x234210DE", "0x233D10DE", "0x20B610DE", "0x232910DE"]}),
     "all-enabled": layout({}),
 }
 
