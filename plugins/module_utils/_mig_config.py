@@ -6,8 +6,14 @@
 
 The format is NVIDIA mig-parted's (``api/spec/v1``): ``version: v1`` and ``mig-configs`` mapping layout names
 to lists of entries with ``devices``, ``device-filter``, ``mig-enabled`` and ``mig-devices``. The rules are
-mig-parted's, with two deliberate differences: a malformed ``device-filter`` and a layout that applies to no
-GPU of the node are errors here, where mig-parted silently matches nothing.
+mig-parted's, with deliberate differences: a malformed ``device-filter`` is an error here, where mig-parted
+silently matches nothing; and by default (``strict``) an entry naming GPU indices the node lacks, or a layout that
+applies to no GPU of the node, is an error too. With ``strict=False`` those are skipped as mig-parted skips them,
+for fleet files shared by nodes of different models and sizes.
+
+A device filter is ``0xDDDDVVVV`` (PCI device and vendor id) or, since mig-parted v0.15.0,
+``0xDDDDVVVV:0xSSSSVVVV`` with the subsystem id. A GPU matches a subsystem-qualified filter when both ids match;
+where nvidia-smi cannot say the GPU's subsystem id (``[N/A]``), the device id alone decides.
 
 Plain Python without Ansible imports; every error is a MigConfigError whose message is one sentence.
 """
@@ -21,7 +27,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import is
 
 _TOP_LEVEL_FIELDS = ("version", "mig-configs")
 _ENTRY_FIELDS = ("devices", "device-filter", "mig-enabled", "mig-devices")
-_DEVICE_FILTER = re.compile(r"^0x[0-9A-Fa-f]{8}$")
+_DEVICE_FILTER = re.compile(r"^(?P<device>0x[0-9A-Fa-f]{8})(?::(?P<subsystem>0x[0-9A-Fa-f]{8}))?$")
 
 
 class MigConfigError(ValueError):
@@ -34,13 +40,24 @@ class ConfigEntry:
 
     position: int
     devices: object
-    device_filter: tuple
+    device_filter: tuple  # (device id, subsystem id or None) pairs, as integers
     mig_enabled: bool
     mig_devices: dict
 
-    def matches_model(self, pci_device_id):
-        """Tell whether a GPU with this ``pci.device_id`` (``0xDDDDVVVV``) passes the entry's device filter."""
-        return not self.device_filter or (pci_device_id is not None and int(pci_device_id, 16) in self.device_filter)
+    def matches_model(self, gpu):
+        """Tell whether a GPU record (``pci_device_id``, optionally ``pci_sub_device_id``) passes the entry's device filter."""
+        if not self.device_filter:
+            return True
+        device_id = _hex(gpu.get("pci_device_id"))
+        subsystem_id = _hex(gpu.get("pci_sub_device_id"))
+        # Where nvidia-smi printed no subsystem id for the GPU, the device id alone decides.
+        return any(
+            device_id == device and (subsystem is None or subsystem_id is None or subsystem == subsystem_id) for device, subsystem in self.device_filter
+        )
+
+    @property
+    def names_subsystems(self):
+        return any(subsystem is not None for dummy, subsystem in self.device_filter)
 
 
 @dataclass(frozen=True)
@@ -64,17 +81,23 @@ def parse_configs(document):
     return {str(name): _parse_layout(str(name), entries) for name, entries in configs.items()}
 
 
-def resolve_layout(configs, selected, gpus):
+def names_subsystems(configs, selected):
+    """Tell whether layout ``selected`` has a device filter with a subsystem id, which needs ``pci.sub_device_id`` read."""
+    return any(entry.names_subsystems for entry in configs.get(selected, ()))
+
+
+def resolve_layout(configs, selected, gpus, strict=True):
     """Return ``{gpu index: WantedGpu}`` for the GPUs that layout ``selected`` applies to.
 
     ``gpus`` are the records of ``_nvsmi.gpu_from_row``. As in mig-parted, entries apply in file order and a GPU
-    matched by several entries gets the last one; GPUs without MIG are skipped under ``devices: all``.
+    matched by several entries gets the last one; GPUs without MIG are skipped under ``devices: all``. With
+    ``strict``, an index the node lacks and a layout matching none of its GPUs are errors; without, they are skipped.
     """
     if selected not in configs:
         raise MigConfigError(f"Layout {selected!r} is not defined; the configuration defines {_names(configs)}.")
     wanted = {}
     for entry in configs[selected]:
-        for gpu in _gpus_of_entry(selected, entry, gpus):
+        for gpu in _gpus_of_entry(selected, entry, gpus, strict):
             if not gpu["mig_capable"]:
                 if entry.devices == "all" or not entry.mig_enabled:
                     continue
@@ -82,7 +105,7 @@ def resolve_layout(configs, selected, gpus):
                     f"Entry {entry.position} of layout {selected!r} enables MIG on GPU {gpu['index']}, an {gpu['name']}, which does not support MIG."
                 )
             wanted[gpu["index"]] = WantedGpu(entry.mig_enabled, dict(entry.mig_devices))
-    if not any(entry.matches_model(gpu["pci_device_id"]) for entry in configs[selected] for gpu in gpus):
+    if strict and not any(entry.matches_model(gpu) for entry in configs[selected] for gpu in gpus):
         raise MigConfigError(f"Layout {selected!r} applies to no GPU on this node: {_why_nothing_matches(configs[selected], gpus)}.")
     return wanted
 
@@ -165,10 +188,16 @@ def _parse_device_filter(where, device_filter):
     if device_filter is None:
         return ()
     filters = device_filter if isinstance(device_filter, list) else [device_filter]
+    parsed = []
     for value in filters:
-        if not isinstance(value, str) or not _DEVICE_FILTER.match(value):
-            raise MigConfigError(f"{where} has device-filter {value!r}; each filter must be a PCI device and vendor id written 0xDDDDVVVV, such as 0x20B010DE.")
-    return tuple(int(value, 16) for value in filters)
+        match = _DEVICE_FILTER.match(value) if isinstance(value, str) else None
+        if match is None:
+            raise MigConfigError(
+                f"{where} has device-filter {value!r}; each filter must be a PCI device and vendor id written 0xDDDDVVVV, "
+                "such as 0x20B010DE, optionally followed by a subsystem id, such as 0x20B010DE:0x134F10DE."
+            )
+        parsed.append((int(match.group("device"), 16), int(match.group("subsystem"), 16) if match.group("subsystem") else None))
+    return tuple(parsed)
 
 
 def _parse_mig_devices(where, mig_enabled, entry):
@@ -192,12 +221,12 @@ def _parse_mig_devices(where, mig_enabled, entry):
     return wanted
 
 
-def _gpus_of_entry(layout, entry, gpus):
+def _gpus_of_entry(layout, entry, gpus, strict):
     """Return the GPUs an entry applies to: those its device filter and its devices both match."""
-    candidates = [gpu for gpu in gpus if entry.matches_model(gpu["pci_device_id"])]
+    candidates = [gpu for gpu in gpus if entry.matches_model(gpu)]
     if entry.devices == "all":
         return candidates
-    if candidates or not entry.device_filter:
+    if strict and (candidates or not entry.device_filter):
         # An entry filtered to another model does not concern this node, so only the others must name existing GPUs.
         present = {gpu["index"] for gpu in gpus}
         missing = [index for index in entry.devices if index not in present]
@@ -209,9 +238,20 @@ def _gpus_of_entry(layout, entry, gpus):
 def _why_nothing_matches(entries, gpus):
     if not gpus:
         return "the node has no GPU"
-    filters = sorted({f"0x{device_id:08X}" for entry in entries for device_id in entry.device_filter})
+    filters = sorted({_filter_text(device, subsystem) for entry in entries for device, subsystem in entry.device_filter})
     device_ids = sorted({gpu["pci_device_id"] for gpu in gpus if gpu["pci_device_id"]})
     return f"its device filters {', '.join(filters)} match none of its GPUs, which are {', '.join(device_ids)}"
+
+
+def _filter_text(device, subsystem):
+    return f"0x{device:08X}" + (f":0x{subsystem:08X}" if subsystem is not None else "")
+
+
+def _hex(value):
+    try:
+        return int(value, 16) if value else None
+    except ValueError:
+        return None
 
 
 def _is_count(value):

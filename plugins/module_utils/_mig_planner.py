@@ -27,9 +27,11 @@ from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import (
     INVALID_ARGUMENT,
     MODE_PENDING,
     NO_PERMISSION,
+    PERSISTENCED,
     RESET_NOT_SUPPORTED,
     MigCommandError,
     failure_kind,
+    reset_refusals,
 )
 
 ENABLED = "Enabled"
@@ -111,23 +113,42 @@ class Outcome:
     failure: object = None
     failed_gpu: object = None
     restored: bool = False
+    holders: list = field(default_factory=list)
 
     def record(self, indices, text):
         self.actions.append(text)
         self.touched.update(indices)
 
 
-def plan_node(layout, gpus, instances, wanted):
+def plan_node(layout, gpus, instances, wanted, models=None):
     """Return a GpuPlan per GPU the layout applies to, or raise LayoutError before anything runs.
 
     ``gpus``: records of ``_nvsmi.gpu_from_row``; ``instances``: ``{index: [GpuInstance]}``;
-    ``wanted``: ``{index: WantedGpu}`` from ``_mig_config.resolve_layout``.
+    ``wanted``: ``{index: WantedGpu}`` from ``_mig_config.resolve_layout``; ``models``: ``{index: MigModel}`` as the
+    driver describes the GPUs (``NvidiaSmi.read_profiles``), which wins over the built-in tables.
     """
     plans = []
     for gpu in gpus:
         if gpu["index"] in wanted:
-            plans.append(_plan_gpu(layout, gpu, tuple(instances.get(gpu["index"], ())), wanted[gpu["index"]]))
+            model = (models or {}).get(gpu["index"]) or mig_model(gpu["name"])
+            plans.append(_plan_gpu(layout, gpu, tuple(instances.get(gpu["index"], ())), wanted[gpu["index"]], model))
     return plans
+
+
+def profiles_needed(gpus, instances, wanted):
+    """Tell whether a GPU must be planned for instances, so that the driver's profiles are worth reading.
+
+    False when every GPU the layout applies to already holds what it wants, or only switches MIG off or to MIG
+    without instances: the run where nothing changes then reads the node in its three calls.
+    """
+    for gpu in gpus:
+        target = wanted.get(gpu["index"])
+        if target is None or not target.mig_enabled or not target.mig_devices:
+            continue
+        held = instances.get(gpu["index"], ())
+        if gpu["mig_mode_current"] != ENABLED or not is_applied(mig_model(gpu["name"]), held, target.mig_devices):
+            return True
+    return False
 
 
 def plan_layout(model, instances, mig_devices):
@@ -266,9 +287,10 @@ def busy_message(busy):
     return f"Compute processes run on GPUs whose MIG layout must change: {listed}."
 
 
-def report_gpus(gpus, instances, plans=()):
+def report_gpus(gpus, instances, plans=(), models=None):
     """Return the ``gpus`` result: every GPU as nvidia-smi lists it, or as planned for the GPUs in ``plans`` that change."""
     planned = {plan.index: plan for plan in plans if plan.changed}
+    models = models or {}
     report = []
     for gpu in gpus:
         plan = planned.get(gpu["index"])
@@ -276,7 +298,8 @@ def report_gpus(gpus, instances, plans=()):
             mig_enabled, mig_devices = plan.mig_enabled, dict(plan.mig_devices)
         else:
             mig_enabled = gpu["mig_mode_current"] == ENABLED
-            mig_devices = layout_counts(mig_model(gpu["name"]), instances.get(gpu["index"], ())) if mig_enabled else {}
+            model = models.get(gpu["index"]) or mig_model(gpu["name"])
+            mig_devices = layout_counts(model, instances.get(gpu["index"], ())) if mig_enabled else {}
         report.append({"index": gpu["index"], "uuid": gpu["uuid"], "name": gpu["name"], "mig_enabled": mig_enabled, "mig_devices": mig_devices})
     return report
 
@@ -284,6 +307,8 @@ def report_gpus(gpus, instances, plans=()):
 def summarize(layout, plans, outcome, gpus, instances):
     """Return (failed, one-sentence message) for a run; ``outcome`` is None when nothing was carried out (check mode)."""
     changing = [plan for plan in plans if plan.changed]
+    if not plans:
+        return False, f"Layout {layout!r} applies to no GPU on this node, so nothing changes."
     if not changing:
         return False, f"Layout {layout!r} is already applied on {_count_gpus(plans)}."
     if outcome is None:
@@ -308,10 +333,11 @@ def mode_text(index, enabled, pending=False):
     return text + ", pending until the GPU is reset" if pending else text
 
 
-def reset_text(index, succeeded):
+def reset_text(indices, succeeded):
+    label = _gpus_label(indices)
     if succeeded:
-        return f"GPU {index}: reset so that the MIG mode change takes effect"
-    return f"GPU {index}: reset refused, so the MIG mode change stays pending"
+        return f"{label}: reset so that the MIG mode change takes effect"
+    return f"{label}: reset refused, so the MIG mode change stays pending"
 
 
 def destroy_text(index, instances):
@@ -333,30 +359,40 @@ def add_compute_text(index, instances):
     return f"GPU {index}: create the missing compute instance in GPU instance{'s' if len(instances) > 1 else ''} {listed}"
 
 
-def _plan_gpu(layout, gpu, instances, wanted):
+def _plan_gpu(layout, gpu, instances, wanted, model):
     where = f"Layout {layout!r} cannot be applied to GPU {gpu['index']}, an {gpu['name']}"
-    model = mig_model(gpu["name"])
-    if wanted.mig_enabled and model is None:
-        raise LayoutError(f"{where}: this collection has no MIG profile table for that model, so it cannot check or place instances on it.")
-    if wanted.mig_enabled:
-        try:
-            check_layout(model, wanted.mig_devices)
-        except LayoutError as error:
-            raise LayoutError(f"{where}: {error}.") from None
     mig_on = gpu["mig_mode_current"] == ENABLED
+    mig_devices = dict(wanted.mig_devices) if wanted.mig_enabled else {}
     if not wanted.mig_enabled:
         layout_change = LayoutChange(destroy=instances)
-    elif mig_on and is_applied(model, instances, wanted.mig_devices):
+    elif mig_on and is_applied(model, instances, mig_devices):
+        # What the driver holds is the layout: no table is needed to know that it can exist.
         layout_change = LayoutChange(keep=instances)
+    elif not mig_devices:
+        layout_change = LayoutChange(destroy=instances if mig_on else ())
+    elif model is None:
+        raise LayoutError(
+            f"{where}: this collection has no MIG profile table for that model and the driver lists no MIG profiles for it, "
+            "as drivers before R550 do while MIG mode is off; apply a layout with 'mig-devices: {}' first to switch MIG on, then this one."
+        )
     else:
-        layout_change = plan_layout(model, instances if mig_on else (), wanted.mig_devices)
+        try:
+            check_layout(model, mig_devices)
+        except LayoutError as error:
+            raise LayoutError(f"{where}: {error}.") from None
+        # The names the driver prints for the profiles, not a drifted alias the layout may use.
+        mig_devices = {model.profile(name).name: count for name, count in mig_devices.items()}
+        if mig_on and is_applied(model, instances, mig_devices):
+            layout_change = LayoutChange(keep=instances)
+        else:
+            layout_change = plan_layout(model, instances if mig_on else (), mig_devices)
     pending_on = gpu["mig_mode_pending"] == ENABLED
     return GpuPlan(
         gpu=gpu,
         model=model,
         instances=instances,
         mig_enabled=wanted.mig_enabled,
-        mig_devices=wanted.mig_devices if wanted.mig_enabled else {},
+        mig_devices=mig_devices,
         request_mode=None if pending_on == wanted.mig_enabled else wanted.mig_enabled,
         layout=layout_change,
     )
@@ -378,36 +414,43 @@ def _switch_mode(plan, smi, outcome):
 
 
 def _reset_pending(plans, smi, processes, outcome):
-    """Reset each GPU whose new mode is still pending; record those the reset could not free, and what holds them.
+    """Reset the GPUs whose new mode is still pending, all in one ``nvidia-smi -r`` call as mig-parted does; record
+    those it could not free, and what holds them.
 
-    One reset per GPU: ``nvidia-smi -r`` resets all the GPUs it is given or none, so a held GPU must not keep an
-    idle one from its reset.
+    nvidia-smi resets all the GPUs it is given or none, so one held GPU keeps the others pending too: the message
+    says which GPU was held and which merely waited with it.
     """
     if not any(plan.request_mode is not None or plan.mode_changes for plan in plans):
         return
+    wanted = {plan.index: plan.mig_enabled for plan in plans}
     gpus = {gpu["index"]: gpu for gpu in smi.read_gpus()}
-    pending = [plan for plan in plans if (gpus[plan.index]["mig_mode_current"] == ENABLED) != plan.mig_enabled]
+    pending = [index for index in wanted if (gpus[index]["mig_mode_current"] == ENABLED) != wanted[index]]
     if not pending:
         return
-    outputs = {}
-    for plan in pending:
-        succeeded, outputs[plan.index] = smi.reset(plan.index)
-        outcome.record([plan.index], reset_text(plan.index, succeeded))
+    succeeded, output = smi.reset(pending)
+    outcome.record(pending, reset_text(pending, succeeded))
     gpus = {gpu["index"]: gpu for gpu in smi.read_gpus()}
-    still_pending = [plan for plan in pending if (gpus[plan.index]["mig_mode_current"] == ENABLED) != plan.mig_enabled]
-    clients = smi.driver_clients() if still_pending else []
-    for plan in still_pending:
-        outcome.blocked[plan.index] = _why_not_reset(gpus[plan.index], outputs[plan.index], clients, processes)
+    still_pending = [index for index in pending if (gpus[index]["mig_mode_current"] == ENABLED) != wanted[index]]
+    if not still_pending:
+        return
+    clients = smi.driver_clients()
+    refused = reset_refusals(output)
+    held = [index for index in still_pending if gpus[index]["pci_bus_id"].upper() in refused]  # the others waited with them
+    for index in still_pending:
+        outcome.blocked[index] = _why_not_reset(gpus[index], output, held, clients, processes)
 
 
-def _why_not_reset(gpu, reset_output, clients, processes):
-    """Say why a GPU could not be reset: it cannot be here, or what may hold it, from every source there is."""
+def _why_not_reset(gpu, reset_output, held, clients, processes):
+    """Say why a GPU could not be reset: it cannot be here, another GPU of the same reset was held, or what may hold it."""
     if failure_kind(reset_output) == RESET_NOT_SUPPORTED:
         return "it cannot be reset on this host, as in a passthrough VM"
-    holders = list(clients)
-    if gpu["persistence_mode"] == ENABLED:
-        holders.append("persistence mode (nvidia-persistenced or nvidia-smi -pm 1)")
+    if held and gpu["index"] not in held:
+        return f"not reset because nvidia-smi resets all the GPUs of one call or none, and {_gpus_label(held)} {_was(held)} held"
     running = [process for process in processes if process["gpu_uuid"] == gpu["uuid"]]
+    own_pids = {f"PID {process['pid']} " for process in running}
+    holders = [client for client in clients if not any(client.startswith(pid) for pid in own_pids)]
+    if gpu["persistence_mode"] == ENABLED and PERSISTENCED not in holders:
+        holders.append("persistence mode (nvidia-persistenced or nvidia-smi -pm 1)")
     if running:
         holders.append(_processes_text(running))
     return "held by " + ", ".join(holders) if holders else "what holds it could not be found"
@@ -444,6 +487,8 @@ def _run_layout_change(index, change, smi, outcome):
 def _fail(plan, error, smi, outcome):
     """Record the failure and put the GPU's instances back where they were, as far as the driver lets us."""
     outcome.failure, outcome.failed_gpu = error, plan.index
+    if error.kind == IN_USE:
+        outcome.holders = smi.driver_clients()
     try:
         now = smi.read_instances(plan.index).get(plan.index, [])
         _run_layout_change(plan.index, plan_restore(now, plan.instances), smi, outcome)
@@ -522,6 +567,8 @@ def _failure_message(layout, changing, outcome):
     if untouched:
         parts.append(f"{_gpus_label(untouched)} {_was(untouched)} left unchanged")
     hint = _FAILURE_HINTS.get(outcome.failure.kind)
+    if hint and outcome.holders:
+        hint += f"; running here: {', '.join(outcome.holders)}"
     cause = str(outcome.failure).rstrip(".") + (f" ({hint})" if hint else "")
     return f"Applying layout {layout!r} stopped at GPU {failed}: {cause}; " + ", ".join(parts) + "."
 

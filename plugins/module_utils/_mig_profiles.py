@@ -2,15 +2,21 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""MIG profile tables per GPU model, keyed by the name ``nvidia-smi --query-gpu=name`` prints.
+"""MIG profile tables per GPU model, and the model the driver describes with ``mig -lgip`` and ``mig -lgipp``.
 
 A GPU instance (GI) occupies ``memory_slices`` consecutive memory slices starting at one of the profile's
 placement starts; two instances conflict exactly when their memory intervals overlap. ``profile_id`` is the ID
-``nvidia-smi mig -lgip`` prints and ``-cgi`` takes (19, 15, 14 ...), not the NVML enum. Names, IDs, maximum
-counts and placements come from the MIG User Guide and the recorded ``-lgip``/``-lgipp`` tables quoted in
-shared/reference/mig.md sections 3.1 and 3.2; they are checked against those recordings in the unit tests.
+``nvidia-smi mig -lgip`` prints and ``-cgi`` takes (19, 15, 14 ...), not the NVML enum.
 
-Plain data without Ansible imports, so that modules and tests share it.
+The driver is the authority, as in mig-parted, which reads the profiles of each GPU from NVML: ``driver_model``
+builds a MigModel from what ``-lgip`` and ``-lgipp`` print, so that a model this file does not know works
+without a code change. The built-in tables serve to plan before MIG mode is on, on drivers that list profiles
+only with MIG on (R535 and older), and to check the driver's answer: a profile the table knows with the same
+geometry keeps the table's name, and the driver's name (``3g.39gb`` for ``3g.40gb`` on some releases) is an alias.
+Names, IDs, maximum counts and placements of the tables come from the MIG User Guide and recorded ``-lgip``/``-lgipp``
+outputs (mig-parted's docs and issues, field captures); the unit tests check them against those recordings.
+
+Plain data and logic without Ansible imports, so that modules and tests share it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ from dataclasses import dataclass
 # Compute-instance sizes a GPU instance of each compute size can be split into, besides the full one
 # (``-lcip`` on A100/H100: a 3g GI offers 1c and 2c, a 4g GI 1c and 2c, a 7g GI 1c to 4c).
 _PARTIAL_COMPUTE_SIZES = {1: (), 2: (1,), 3: (1, 2), 4: (1, 2), 7: (1, 2, 3, 4)}
+
+# One line of ``nvidia-smi mig -lgipp``: "GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1", with "Placement :"
+# when there is one placement (mig.md 3.1). Not a table: the words name the fields.
+_PLACEMENT_LINE = re.compile(r"^GPU\s+(?P<gpu>\d+)\s+Profile ID\s+(?P<profile>\d+)\s+Placements?\s*:\s*\{(?P<starts>[\d,\s]*)\}:(?P<size>\d+)\s*$")
 
 _PROFILE_NAME = re.compile(r"^(?:(?P<compute>[0-9]+)c\.)?(?P<slices>[0-9]+)g\.(?P<memory>[0-9]+)gb(?P<attributes>[+-][A-Za-z][A-Za-z0-9.,]*)?$")
 
@@ -35,10 +45,12 @@ class GpuInstanceProfile:
     memory_slices: int
     max_count: int
     starts: tuple
+    # Other names the driver prints for the same profile (its memory figure drifts between releases).
+    aliases: tuple = ()
 
     def compute_instance_names(self):
         """Return the names of the partial compute-instance profiles a GI of this profile offers (``1c.3g.40gb`` ...)."""
-        return tuple(f"{size}c.{self.name}" for size in _PARTIAL_COMPUTE_SIZES[self.compute_slices])
+        return tuple(f"{size}c.{self.name}" for size in _PARTIAL_COMPUTE_SIZES.get(self.compute_slices, ()))
 
 
 @dataclass(frozen=True)
@@ -51,8 +63,8 @@ class MigModel:
     profiles: tuple
 
     def profile(self, name):
-        """Return the GpuInstanceProfile called ``name`` on this model, or None."""
-        return next((profile for profile in self.profiles if profile.name == name), None)
+        """Return the GpuInstanceProfile called ``name`` (or one of its aliases) on this model, or None."""
+        return next((profile for profile in self.profiles if name == profile.name or name in profile.aliases), None)
 
     def profile_by_id(self, profile_id):
         """Return the GpuInstanceProfile with nvidia-smi ID ``profile_id`` on this model, or None."""
@@ -95,6 +107,8 @@ _MODELS = (
             GpuInstanceProfile("1g.6gb", 14, 1, 1, 4, (0, 1, 2, 3)),
             GpuInstanceProfile("1g.6gb+me", 21, 1, 1, 1, (0, 1, 2, 3)),
             GpuInstanceProfile("2g.12gb", 5, 2, 2, 2, (0, 2)),
+            # Since R525 (MIG User Guide, "A30 MIG Profiles"); ID and placements as an R535 driver lists them.
+            GpuInstanceProfile("2g.12gb+me", 6, 2, 2, 1, (0, 2)),
             GpuInstanceProfile("4g.24gb", 0, 4, 4, 1, (0,)),
         ),
     ),
@@ -106,6 +120,49 @@ MIG_MODELS = {model.gpu_name: model for model in _MODELS}
 def mig_model(gpu_name):
     """Return the MigModel of the GPU model nvidia-smi calls ``gpu_name``, or None when it is not catalogued."""
     return MIG_MODELS.get(gpu_name)
+
+
+def parse_placements(text):
+    """Return ``{(gpu index, profile id): (starts, size)}`` from ``nvidia-smi mig -lgipp`` output; other lines are skipped."""
+    placements = {}
+    for line in text.splitlines():
+        match = _PLACEMENT_LINE.match(line.strip())
+        if match:
+            starts = tuple(int(start) for start in match.group("starts").replace(" ", "").split(",") if start)
+            placements[(int(match.group("gpu")), int(match.group("profile")))] = (starts, int(match.group("size")))
+    return placements
+
+
+def driver_model(gpu_name, rows, placements, table=None):
+    """Return the MigModel the driver describes for one GPU, or None when it lists no profile that can be placed.
+
+    ``rows``: the ``_nvsmi_mig.GpuInstanceProfileRow`` of that GPU in ``-lgip`` order (``name``, ``profile_id``,
+    ``total``); ``placements``: ``{profile id: (starts, size)}`` from ``-lgipp``; ``table``: the built-in MigModel
+    of the model, if any. A profile without placements, or whose name is not a MIG profile name, cannot be created
+    at an explicit placement and is left out.
+    """
+    profiles = []
+    for row in rows:
+        placement = placements.get(row.profile_id)
+        match = _PROFILE_NAME.match(row.name)
+        if placement is None or not placement[0] or match is None or match.group("compute"):
+            continue
+        starts, size = placement
+        compute = int(match.group("slices"))
+        known = table.profile_by_id(row.profile_id) if table else None
+        if known is not None and (known.compute_slices, known.memory_slices, known.starts) == (compute, size, starts):
+            aliases = () if row.name == known.name else (row.name,)
+            profiles.append(GpuInstanceProfile(known.name, row.profile_id, compute, size, row.total, starts, aliases))
+        else:
+            profiles.append(GpuInstanceProfile(row.name, row.profile_id, compute, size, row.total, starts))
+    if not profiles:
+        return None
+    return MigModel(
+        gpu_name,
+        memory_slices=max(start + profile.memory_slices for profile in profiles for start in profile.starts),
+        compute_slices=max(profile.compute_slices for profile in profiles),
+        profiles=tuple(profiles),
+    )
 
 
 def is_profile_name(name):

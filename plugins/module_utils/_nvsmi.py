@@ -83,9 +83,13 @@ class DriverState:
     status: str
 
 
-def query_gpu_argv(nvidia_smi):
-    """Return the argv that reads every field of QUERY_FIELDS for all GPUs in one call."""
-    return [nvidia_smi, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,nounits"]
+# Fields read only by callers that need them, in the same call: key in the GPU record -> query field.
+OPTIONAL_FIELDS = {"pci_sub_device_id": "pci.sub_device_id"}
+
+
+def query_gpu_argv(nvidia_smi, extra_fields=()):
+    """Return the argv that reads every field of QUERY_FIELDS, then ``extra_fields``, for all GPUs in one call."""
+    return [nvidia_smi, "--query-gpu=" + ",".join(QUERY_FIELDS + tuple(extra_fields)), "--format=csv,nounits"]
 
 
 def missing_binary_state(nvidia_smi):
@@ -93,14 +97,14 @@ def missing_binary_state(nvidia_smi):
     return DriverState(loaded=False, version=None, gpus=[], status=f"{nvidia_smi} was not found, so the NVIDIA driver is treated as not loaded.")
 
 
-def read_driver_state(rc, stdout, stderr):
+def read_driver_state(rc, stdout, stderr, extra_fields=()):
     """Return the DriverState for one run of query_gpu_argv(), or raise NvidiaSmiError."""
     condition = _known_condition(rc, stdout + "\n" + stderr)
     if condition is not None:
         return DriverState(loaded=condition.driver_loaded, version=None, gpus=[], status=condition.status)
     if rc != 0:
         raise UnexpectedExitError(f"nvidia-smi exited with code {rc}: {_first_line(stderr, stdout)}.")
-    rows = parse_csv_table(stdout, required_columns=QUERY_FIELDS)
+    rows = parse_csv_table(stdout, required_columns=QUERY_FIELDS + tuple(extra_fields))
     return DriverState(
         loaded=True,
         version=rows[0]["driver_version"] if rows else None,
@@ -128,6 +132,7 @@ def parse_csv_table(text, required_columns=()):
 def gpu_from_row(row):
     """Return the typed GPU record for one row of parse_csv_table(..., QUERY_FIELDS)."""
     mig_mode_current = row["mig.mode.current"]
+    optional = {key: row[field] for key, field in OPTIONAL_FIELDS.items() if field in row}
     return {
         "index": _as_int(row, "index"),
         "uuid": row["uuid"],
@@ -139,6 +144,7 @@ def gpu_from_row(row):
         "mig_mode_current": mig_mode_current,
         "mig_mode_pending": row["mig.mode.pending"],
         "persistence_mode": row["persistence_mode"],
+        **optional,
     }
 
 

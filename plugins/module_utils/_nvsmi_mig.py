@@ -19,6 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import driver_model, mig_model, parse_placements
 from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi import (
     NvidiaSmiError,
     parse_csv_table,
@@ -27,7 +28,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi import (
 )
 
 # What nvidia-smi prints instead of a table when there is nothing to list: not an error.
-_NOTHING_TO_LIST = ("no gpu instances found", "no compute instances found", "no mig-enabled devices found")
+_NOTHING_TO_LIST = ("no gpu instances found", "no compute instances found", "no mig-enabled devices found", "no mig-supported devices found")
 
 # Failure kinds, most specific first: a pending-mode warning and a refused reset also say "In use by another client".
 MODE_PENDING = "the MIG mode change is pending"
@@ -51,15 +52,21 @@ _FAILURE_KINDS = (
 
 # nvidia-smi never says which client holds a GPU (its advice only lists examples: "e.g., Fabric Manager, CUDA
 # application ..."), so the known ones are looked for among the host's processes, whose /proc/<pid>/comm the
-# kernel cuts to 15 characters.
+# kernel cuts to 15 characters. They are the services mig-parted and the GPU Operator stop before a MIG change
+# (mig-parted deployments/systemd/hooks.sh, gpu-operator's default-gpu-clients), plus Fabric Manager and Xorg.
 _CLIENT_PROCESSES = (
     ("nvidia-persiste", "nvidia-persistenced"),
     ("nv-hostengine", "nv-hostengine (DCGM)"),
     ("nv-fabricmanage", "nv-fabricmanager (Fabric Manager)"),
     ("dcgm-exporter", "dcgm-exporter"),
+    ("nvidia-device-p", "nvidia-device-plugin (the kubelet's GPU device plugin)"),
+    ("gpu-feature-dis", "gpu-feature-discovery"),
     ("nvsm", "NVSM"),
     ("Xorg", "Xorg"),
 )
+PERSISTENCED = "nvidia-persistenced"
+# Other processes hold a GPU when they have one of its device files open (what `fuser -v /dev/nvidia*` shows).
+_DEVICE_FILES = "/dev/nvidia"
 
 COMPUTE_APPS_FIELDS = ("pid", "process_name", "gpu_uuid")
 
@@ -190,15 +197,22 @@ def failure_line(output):
 
 
 def running_driver_clients(proc="/proc"):
-    """Return the known driver clients running on this host: nvidia-smi never names who blocks a GPU reset."""
+    """Return what may hold the GPUs on this host, since nvidia-smi never names who blocks a GPU reset.
+
+    Known services by process name, any other process with an NVIDIA device file open as ``PID <pid> (<name>)``
+    (reading other processes' file descriptors needs root, as the module's changes do), and the nvidia_drm module.
+    """
     found = []
-    for comm in sorted(glob.glob(os.path.join(proc, "[0-9]*", "comm"))):
+    for directory in sorted(glob.glob(os.path.join(proc, "[0-9]*")), key=_pid_order):
         try:
-            with open(comm, encoding="utf-8") as stream:
+            with open(os.path.join(directory, "comm"), encoding="utf-8") as stream:
                 name = stream.read().strip()
         except OSError:
             continue  # the process ended while we looked
-        found.extend(label for prefix, label in _CLIENT_PROCESSES if name.startswith(prefix) and label not in found)
+        labels = [label for prefix, label in _CLIENT_PROCESSES if name.startswith(prefix)]
+        if not labels and _holds_device_file(directory):
+            labels = [f"PID {os.path.basename(directory)} ({name})"]
+        found.extend(label for label in labels if label not in found)
     try:
         with open(os.path.join(proc, "modules"), encoding="utf-8") as stream:
             if any(line.startswith("nvidia_drm ") for line in stream):
@@ -206,6 +220,35 @@ def running_driver_clients(proc="/proc"):
     except OSError:
         pass  # no /proc/modules: nothing to add
     return found
+
+
+def reset_refusals(output):
+    """Return ``{bus id (upper case): reason}`` for the GPUs a refused ``nvidia-smi -r`` lists as not reset."""
+    refused = {}
+    for line in output.splitlines():
+        match = re.match(r"^\s+GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]):\s*(.+?)\s*$", line)
+        if match:
+            refused[match.group(1).upper()] = match.group(2).rstrip(".")
+    return refused
+
+
+def _pid_order(directory):
+    name = os.path.basename(directory)
+    return int(name) if name.isdigit() else -1
+
+
+def _holds_device_file(directory):
+    try:
+        descriptors = os.listdir(os.path.join(directory, "fd"))
+    except OSError:
+        return False  # not ours to read, or gone
+    for descriptor in descriptors:
+        try:
+            if os.readlink(os.path.join(directory, "fd", descriptor)).startswith(_DEVICE_FILES):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 class NvidiaSmi:
@@ -219,22 +262,22 @@ class NvidiaSmi:
     def driver_clients(self):
         return running_driver_clients(self._proc)
 
-    def read_gpus(self):
+    def read_gpus(self, extra_fields=()):
         """Return the GPU records of ``_nvsmi.read_driver_state``; raise NvidiaSmiError when the driver is unusable."""
-        argv = query_gpu_argv(self.binary)
+        argv = query_gpu_argv(self.binary, extra_fields)
         rc, stdout, stderr = self._run(argv)
         try:
-            state = read_driver_state(rc, stdout, stderr)
+            state = read_driver_state(rc, stdout, stderr, extra_fields)
         except NvidiaSmiError as error:
             raise MigCommandError(argv, rc, stdout, stderr, message=str(error)) from None
         if not state.loaded:
             raise MigCommandError(argv, rc, stdout, stderr, message=state.status)
         return state.gpus
 
-    def read_node(self, gpus=None):
+    def read_node(self, gpus=None, extra_fields=()):
         """Return (GPU records, ``{index: [GpuInstance]}``): ``--query-gpu`` unless ``gpus`` is given, then ``-lgi``/``-lci``
         for all GPUs at once, skipped when no GPU has MIG mode in effect."""
-        gpus = self.read_gpus() if gpus is None else gpus
+        gpus = self.read_gpus(extra_fields) if gpus is None else gpus
         return gpus, self.read_instances() if any(gpu["mig_mode_current"] == "Enabled" for gpu in gpus) else {}
 
     def read_instances(self, index=None):
@@ -245,6 +288,24 @@ class NvidiaSmi:
         dummy, instances = self._read(["mig", "-lci"], index, lambda lci: parse_gpu_instances(lgi, lci))
         return instances
 
+    def read_profiles(self, gpus):
+        """Return ``{gpu index: MigModel}`` as the driver describes each GPU: one ``-lgip`` and one ``-lgipp`` for all GPUs.
+
+        GPUs the driver lists no profile for are left out: drivers before R550 list them only while MIG mode is on.
+        """
+        dummy, rows = self._read(["mig", "-lgip"], None, parse_gpu_instance_profiles)
+        if not rows:
+            return {}
+        dummy, placements = self._read(["mig", "-lgipp"], None, parse_placements)
+        names = {gpu["index"]: gpu["name"] for gpu in gpus}
+        models = {}
+        for index in sorted({row.gpu for row in rows}):
+            own = {profile_id: placement for (gpu, profile_id), placement in placements.items() if gpu == index}
+            model = driver_model(names.get(index), [row for row in rows if row.gpu == index], own, mig_model(names.get(index)))
+            if model is not None:
+                models[index] = model
+        return models
+
     def compute_apps(self):
         dummy, apps = self._read(["--query-compute-apps=" + ",".join(COMPUTE_APPS_FIELDS), "--format=csv"], None, parse_compute_apps)
         return apps
@@ -253,9 +314,9 @@ class NvidiaSmi:
         """Request MIG mode on one GPU; return the output, which warns (exit 0) when the change waits for a reset."""
         return self._check([self.binary, "-i", str(index), "-mig", "1" if enabled else "0"])
 
-    def reset(self, index):
-        """Reset one GPU; return (succeeded, output): a refused reset is a state to report, not a failure."""
-        rc, stdout, stderr = self._run([self.binary, "-r", "-i", str(index)])
+    def reset(self, indices):
+        """Reset GPUs in one call, as mig-parted does; return (succeeded, output): a refused reset is a state to report."""
+        rc, stdout, stderr = self._run([self.binary, "-r", "-i", ",".join(str(index) for index in indices)])
         return rc == 0, stdout + "\n" + stderr
 
     def destroy(self, index, instances):

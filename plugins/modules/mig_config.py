@@ -14,9 +14,14 @@ description:
   - Reads a layout in NVIDIA mig-parted's v1 configuration format, from a file on the managed node or inline,
     and makes the node's GPUs match the layout named by O(selected).
   - Everything is checked before the first change, and a problem fails the task with one sentence and no change
-    to any GPU. The checks cover the format, O(selected), GPU indices this node lacks, device filters
-    that match none of its GPUs, profiles the GPU model does not have, counts over what it holds, and
-    layouts that cannot be placed on its memory slices.
+    to any GPU. The checks cover the format, O(selected), GPU indices this node lacks and device filters
+    that match none of its GPUs (unless O(strict=false)), profiles the GPU model does not have, counts over what
+    it holds, and layouts that cannot be placed on its memory slices.
+  - The profiles of a GPU are what its driver lists, as in mig-parted. When a GPU must get instances it does not
+    hold, the module reads C(nvidia-smi mig -lgip) and C(mig -lgipp) (one call each for all GPUs), so a model
+    without a built-in table, and profiles such as C(+me) or C(+gfx), work without a code change. Built-in tables
+    plan the first change on drivers before R550, which list profiles only while MIG mode is on, and recognise
+    names that drift between driver releases.
   - GPUs already in the wanted layout are not touched. On a GPU that must change, the GPU instances that the
     layout keeps stay as they are, with the same IDs and the same work on them. Only the others are destroyed, compute instances
     first. New GPU instances are created at explicit placements chosen so that the whole layout fits. The driver
@@ -24,10 +29,12 @@ description:
   - A GPU whose change would destroy an instance or switch its MIG mode is refused while compute processes run
     on it, naming their PIDs, unless O(force=true).
   - A MIG mode change takes effect at once on Hopper and later GPUs. On Ampere GPUs (A100, A30) it waits for a
-    reset of the GPU. The driver resets an idle GPU by itself; for a GPU still pending, the module runs
-    C(nvidia-smi -r) on just that GPU. When a driver client holds the GPU and the reset is refused, the GPU keeps
-    the new mode pending and gets no instances, RV(reboot_required) is V(true) and the message names the holder
-    where it can be found (running services, persistence mode, compute processes).
+    reset of the GPU. The driver resets an idle GPU by itself; the GPUs still pending are reset together with one
+    C(nvidia-smi -r -i <ids>), as mig-parted resets a node with one call, and no other GPU is reset. When a driver
+    client holds a GPU the reset is refused for all of them, so the GPUs keep the new mode pending and get no
+    instances, RV(reboot_required) is V(true) and the message names what holds each GPU where it can be found
+    (the kubelet's device plugin, gpu-feature-discovery, dcgm-exporter, DCGM, nvidia-persistenced, Fabric Manager,
+    other processes with an NVIDIA device file open by PID and name, compute processes, persistence mode).
   - If a step fails halfway, for example when the driver refuses to create an instance, the module stops,
     restores the GPU it was changing to its previous instances where the driver allows it, leaves the later
     GPUs untouched, and fails with the state each GPU is left in.
@@ -62,7 +69,9 @@ options:
       - A whole document with C(version) and C(mig-configs) keys is accepted too.
       - "Each entry has C(devices) (V(all) or a list of GPU indices), C(mig-enabled) (bool), C(mig-devices)
         (profile name to count, required when C(mig-enabled) is true) and optionally C(device-filter) (a PCI id
-        such as V(0x233010DE), or a list of them)."
+        such as V(0x233010DE), optionally with the board's subsystem id as V(0x20B010DE:0x134F10DE), or a list of them)."
+      - A filter with a subsystem id matches a GPU whose C(pci.sub_device_id) is that id too; where nvidia-smi prints
+        none, the device id alone decides. The subsystem ids are read only when the selected layout names one.
       - As in mig-parted, entries apply in order and a GPU matched by two entries gets the later one. GPUs that no
         entry matches are left alone, and GPUs without MIG are skipped under C(devices=all).
     type: dict
@@ -79,15 +88,25 @@ options:
         uses, and the module then restores the GPU and fails.
     type: bool
     default: false
+  strict:
+    description:
+      - With V(true), an entry naming a GPU index this node lacks, and a layout whose device filters match none of
+        its GPUs, are refused.
+      - With V(false), they are skipped as mig-parted skips them, for a fleet file shared by nodes of different
+        models and sizes; a layout that matches no GPU of the node then changes nothing. All other checks stay.
+    type: bool
+    default: true
 notes:
   - C(nvidia-smi) runs with C(LC_ALL=C) so that its output does not depend on the locale.
-  - A run that has nothing to change reads the node with at most three C(nvidia-smi) calls, whatever the number of GPUs.
+  - A run that has nothing to change reads the node with at most three C(nvidia-smi) calls, whatever the number of GPUs;
+    the profile listings are read only when instances must be planned.
   - Hopper GPUs lose MIG mode and all instances when the driver is reloaded or the node reboots, and Ampere GPUs
     keep the mode but lose the instances. Run the module again at boot, before the kubelet starts, to restore the layout.
   - Layouts name profiles as nvidia-smi does (V(1g.10gb), V(3g.40gb), V(1g.10gb+me)). Compute-instance profiles
     such as V(1c.3g.40gb) are refused, because each GPU instance gets one full compute instance.
-  - Profile tables are built in for the NVIDIA A100-SXM4-40GB, A100-SXM4-80GB, A100 80GB PCIe, H100 80GB HBM3, H100 PCIe,
-    H100 NVL, H200 and A30. On other models a layout can only switch MIG off.
+  - "Profile tables are built in for the NVIDIA A100-SXM4-40GB, A100-SXM4-80GB, A100 80GB PCIe, H100 80GB HBM3, H100 PCIe,
+    H100 NVL, H200 and A30. Other models work from what their driver lists; on a driver before R550 with MIG mode off,
+    such a model first needs a layout with C(mig-devices: {}) to switch MIG on."
 seealso:
   - name: NVIDIA mig-parted
     description: The configuration format this module reads.
@@ -120,6 +139,12 @@ EXAMPLES = r"""
 - name: Reboot when an Ampere GPU waits for a reset that a driver client blocks
   ansible.builtin.reboot:
   when: mig['reboot_required'] and mig_allow_reboot | bool
+
+- name: Apply the GPU Operator's shared fleet file, skipping the entries for GPUs this node lacks
+  onprem.gpu.mig_config:
+    config_file: /etc/nvidia-mig-manager/config.yaml
+    selected: all-balanced
+    strict: false
 
 - name: Show what would change, without changing anything
   onprem.gpu.mig_config:
@@ -188,7 +213,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.yaml import HAS_YAML, yaml_load
 
 from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
-from ansible_collections.onprem.gpu.plugins.module_utils._mig_config import MigConfigError, parse_configs, render_export, resolve_layout
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_config import MigConfigError, names_subsystems, parse_configs, render_export, resolve_layout
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import (
     LayoutError,
     apply_plans,
@@ -196,9 +221,11 @@ from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import (
     busy_message,
     plan_node,
     planned_actions,
+    profiles_needed,
     report_gpus,
     summarize,
 )
+from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi import OPTIONAL_FIELDS
 from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import MigCommandError, NvidiaSmi
 
 if HAS_YAML:
@@ -254,6 +281,7 @@ def main():
             mig_configs=dict(type="dict"),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             force=dict(type="bool", default=False),
+            strict=dict(type="bool", default=True),
         ),
         mutually_exclusive=[("config_file", "mig_configs")],
         required_one_of=[("config_file", "mig_configs")],
@@ -262,10 +290,16 @@ def main():
     layout = module.params["selected"]
     document = read_config_file(module, module.params["config_file"]) if module.params["config_file"] else module.params["mig_configs"]
     smi = NvidiaSmi(find_nvidia_smi(module), lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}))
+    models = {}
     try:
         configs = parse_configs(document)
-        gpus, instances = smi.read_node()
-        plans = plan_node(layout, gpus, instances, resolve_layout(configs, layout, gpus))
+        # The subsystem ids are read, in the same call, only when a device filter of the layout names one.
+        extra_fields = (OPTIONAL_FIELDS["pci_sub_device_id"],) if names_subsystems(configs, layout) else ()
+        gpus, instances = smi.read_node(extra_fields=extra_fields)
+        wanted = resolve_layout(configs, layout, gpus, strict=module.params["strict"])
+        # The driver's profile list is read only when instances must be planned, never on a run that changes nothing.
+        models = smi.read_profiles(gpus) if profiles_needed(gpus, instances, wanted) else {}
+        plans = plan_node(layout, gpus, instances, wanted, models)
         processes = refuse_busy_gpus(module, smi, plans)
         outcome = None if module.check_mode else apply_plans(plans, smi, processes)
         final_gpus, final_instances = gpus, instances
@@ -282,14 +316,14 @@ def main():
     result = dict(
         changed=bool(outcome.actions) if outcome else any(plan.changed for plan in plans),
         msg=msg,
-        gpus=report_gpus(final_gpus, final_instances, plans if outcome is None else ()),
+        gpus=report_gpus(final_gpus, final_instances, plans if outcome is None else (), models),
         actions=outcome.actions if outcome else planned_actions(plans),
         reboot_required=bool(outcome and outcome.blocked),
     )
     if module._diff:
         result["diff"] = dict(
             before_header="MIG layout before",
-            before=export(report_gpus(gpus, instances), gpus),
+            before=export(report_gpus(gpus, instances, models=models), gpus),
             after_header=f"MIG layout after {layout}",
             after=export(result["gpus"], gpus),
         )

@@ -101,8 +101,8 @@ class Lab:
         self.set_hardware(H100, 8)
         self.driver_path.write_text(json.dumps(DRIVER), encoding="utf-8")
 
-    def set_hardware(self, model, count, seed="dc1-gpu1"):
-        self.hardware_path.write_text(json.dumps({"gpu_model": model, "gpu_count": count, "seed": seed}), encoding="utf-8")
+    def set_hardware(self, model, count, seed="dc1-gpu1", **board):
+        self.hardware_path.write_text(json.dumps({"gpu_model": model, "gpu_count": count, "seed": seed, **board}), encoding="utf-8")
 
     def set_driver(self, driver_version):
         self.driver_path.write_text(json.dumps({**DRIVER, "driver_version": driver_version}), encoding="utf-8")
@@ -236,6 +236,27 @@ def test_each_model_reads_as_the_real_board(lab, model):
     assert rows[7] == f"7, {model}, 00000000:{last_bus}:00.0, {common}"
     assert len(rows) == 8
     assert len({row.split(", ")[2] for row in rows}) == 8, "every GPU needs its own PCI bus id"
+
+
+def test_a_gh200_node_has_one_gpu_per_superchip_each_in_its_own_pci_domain(lab):
+    # A model outside the collection's MIG tables. Bus id of GPU 0 as recorded on a GH200 (mig.md 4.11); name as
+    # nvidia-smi prints it on GH200 hosts; memory total not recorded.
+    lab.set_hardware("NVIDIA GH200 480GB", 4)
+    rows = lab.query("index,name,pci.bus_id,pci.device_id,compute_cap,mig.mode.current").splitlines()
+    assert rows[0] == "0, NVIDIA GH200 480GB, 00000009:01:00.0, 0x234210DE, 9.0, Disabled"
+    assert [row.split(", ")[2] for row in rows] == ["00000009:01:00.0", "00000019:01:00.0", "00000029:01:00.0", "00000039:01:00.0"]
+    assert lab.ok("-i", "00000019:01:00.0", "--query-gpu=index", "--format=csv,noheader") == "1\n"
+
+
+def test_the_subsystem_id_is_the_boards_as_the_hardware_file_says(lab):
+    lab.set_hardware(H100, 2, pci_sub_device_id="0x16C110DE")
+    assert lab.query("pci.device_id,pci.sub_device_id") == "0x233010DE, 0x16C110DE\n0x233010DE, 0x16C110DE\n"
+    lab.set_hardware(H100, 1)
+    assert lab.ok("--query-gpu=pci.sub_device_id", "--format=csv") == "pci.sub_device_id\n[N/A]\n"
+    lab.set_hardware(H100, 1, pci_sub_device_id="16c1")
+    result = lab.run("-L")
+    assert (result.returncode, result.stdout) == (EXIT_OTHER, "")
+    assert "pci_sub_device_id" in result.stderr
 
 
 def test_memory_total_carries_its_unit_unless_nounits(lab):

@@ -26,6 +26,7 @@ A100_80GB = "NVIDIA A100-SXM4-80GB"
 H100_SXM = "NVIDIA H100 80GB HBM3"
 H100_PCIE = "NVIDIA H100 PCIe"
 H200 = "NVIDIA H200"
+GH200 = "NVIDIA GH200 480GB"
 L40S = "NVIDIA L40S"
 MIG_MODELS = (A100_40GB, A100_80GB, H100_SXM, H100_PCIE, H200)
 # Bus id of GPU 0 of an HGX H100 board, as the double numbers the slots.
@@ -159,6 +160,17 @@ def test_free_counts_follow_the_recorded_r580_worked_example(lab):
 def test_lgipp_equals_the_recorded_placements(lab, model):
     make_node(lab, model, gpus=mig_on())
     assert lab.ok("mig", "-lgipp") == recorded("mig_md_3_1_lgipp.txt")
+
+
+def test_gh200_lgip_equals_the_field_recording_and_lgipp_the_eight_slice_one(lab):
+    # H100 96GB on a GH200, a model the collection has no MIG table for; layout A, so a driver before R575.
+    make_node(lab, GH200, count=2, driver="560.35.03", gpus=mig_on(2))
+    assert lab.ok("mig", "-lgip", "-i", "0") == recorded("lgip_gh200_96gb_field.txt")
+    assert lab.ok("mig", "-lgipp", "-i", "0") == recorded("mig_md_3_1_lgipp.txt")
+    lab.ok("mig", "-cgi", "15,15,15", "-C", "-i", "0")
+    # The GH200 log: 1g.24gb instances get the REV1 compute profile (ID 7).
+    assert {row[1] for row in gpu_instances(lab, "-i", "0")} == {15}
+    assert "using profile MIG 1g.24gb (ID  7)" in lab.ok("mig", "-cgi", "15", "-C", "-i", "1")
 
 
 def test_profile_tables_list_every_mig_gpu_in_one_table(lab):
@@ -524,6 +536,21 @@ def test_a_reset_is_all_or_nothing_and_lists_each_blocked_gpu(lab):
     assert [mig_mode(lab, index) for index in range(3)] == ["Disabled, Enabled"] * 3
     assert lab.ok("-r", "-i", "1") == "GPU 00000000:0F:00.0 was successfully reset.\nAll done.\n"
     assert mig_mode(lab, 1) == "Enabled, Enabled"
+
+
+def test_a_reset_of_several_ids_in_one_call_is_all_or_nothing(lab):
+    # mig-parted resets a node with one "nvidia-smi -r -i <ids>": a held GPU among them keeps every one pending.
+    pending = {"mig_mode": {"current": "Disabled", "pending": "Enabled"}}
+    make_node(lab, A100_40GB, count=3, gpus=[dict(pending), dict(pending, holders=["nvidia-persistenced"]), dict(pending)])
+    result = lab.run("-r", "-i", "0,1,2")
+    assert result.returncode == EXIT_OTHER
+    assert result.stdout.startswith("The following GPUs could not be reset:\n  GPU 00000000:0F:00.0: In use by another client\n\n1 device is")
+    assert "00000000:07:00.0" not in result.stdout and "00000000:47:00.0" not in result.stdout
+    # The recorded refusal's first lines, with the held GPU's bus id.
+    assert recorded_with(recorded("mig_md_4_6_reset_in_use.txt"), {"00000000:01:00.0": "00000000:0F:00.0"}).splitlines()[:2] == result.stdout.splitlines()[:2]
+    assert [mig_mode(lab, index) for index in range(3)] == ["Disabled, Enabled"] * 3
+    assert lab.ok("-r", "-i", "0,2") == "GPU 00000000:07:00.0 was successfully reset.\nGPU 00000000:47:00.0 was successfully reset.\nAll done.\n"
+    assert [mig_mode(lab, index) for index in range(3)] == ["Enabled, Enabled", "Disabled, Enabled", "Enabled, Enabled"]
 
 
 def test_a_reset_clears_the_instances(lab):

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.onprem.gpu.plugins.module_utils._mig_config import MigConfigError, WantedGpu, parse_configs, render_export, resolve_layout
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_config import (
+    MigConfigError,
+    WantedGpu,
+    names_subsystems,
+    parse_configs,
+    render_export,
+    resolve_layout,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mig"
 
@@ -165,14 +172,15 @@ CONFIG_ERRORS = [
     ),
     pytest.param(
         layouts(a=[entry(devices="all", mig_enabled=False), entry(devices="all", device_filter="20B0", mig_enabled=False)]),
-        "Entry 2 of layout 'a' has device-filter '20B0'; each filter must be a PCI device and vendor id written 0xDDDDVVVV, such as 0x20B010DE.",
+        "Entry 2 of layout 'a' has device-filter '20B0'; each filter must be a PCI device and vendor id written 0xDDDDVVVV, "
+        "such as 0x20B010DE, optionally followed by a subsystem id, such as 0x20B010DE:0x134F10DE.",
         id="device-filter-malformed",
     ),
     pytest.param(
-        layouts(a=[entry(devices="all", device_filter=["0x20B010DE:0x147E10DE"], mig_enabled=False)]),
-        "Entry 1 of layout 'a' has device-filter '0x20B010DE:0x147E10DE'; "
-        "each filter must be a PCI device and vendor id written 0xDDDDVVVV, such as 0x20B010DE.",
-        id="device-filter-subsystem",
+        layouts(a=[entry(devices="all", device_filter=["0x20B010DE:147E10DE"], mig_enabled=False)]),
+        "Entry 1 of layout 'a' has device-filter '0x20B010DE:147E10DE'; each filter must be a PCI device and vendor id written "
+        "0xDDDDVVVV, such as 0x20B010DE, optionally followed by a subsystem id, such as 0x20B010DE:0x134F10DE.",
+        id="device-filter-subsystem-malformed",
     ),
     pytest.param(
         layouts(a=[entry(devices="all", mig_enabled=True)]),
@@ -263,6 +271,69 @@ RESOLVE_ERRORS = [
         id="non-mig-gpu-named",
     ),
 ]
+
+
+# Subsystem-qualified filters (mig-parted v0.15.0, mig.md 1.2): both ids must match where nvidia-smi prints the
+# GPU's pci.sub_device_id; where it does not, the device id alone decides.
+SUBSYSTEM_NODE = [
+    dict(gpu(0, "NVIDIA A100-SXM4-40GB", "0x20B010DE"), pci_sub_device_id="0x134F10DE"),
+    dict(gpu(1, "NVIDIA A100-SXM4-40GB", "0x20B010DE"), pci_sub_device_id="0x145F10DE"),
+]
+UNKNOWN_SUBSYSTEM_NODE = [dict(gpu(0, "NVIDIA A100-SXM4-40GB", "0x20B010DE"), pci_sub_device_id=None), gpu(1, "NVIDIA A100-SXM4-40GB", "0x20B010DE")]
+
+
+@pytest.mark.parametrize(
+    "device_filter, node, expected",
+    [
+        pytest.param("0x20B010DE:0x134F10DE", SUBSYSTEM_NODE, [0], id="subsystem-matches-one-board"),
+        pytest.param(["0x20B010DE:0x145f10de", "0x233010DE"], SUBSYSTEM_NODE, [1], id="lower-case-in-a-list"),
+        pytest.param("0x20B010DE", SUBSYSTEM_NODE, [0, 1], id="device-only-matches-every-board"),
+        pytest.param("0x20B010DE:0x134F10DE", UNKNOWN_SUBSYSTEM_NODE, [0, 1], id="unknown-subsystem-matches-on-device"),
+        pytest.param("0x20B210DE:0x134F10DE", SUBSYSTEM_NODE, [], id="other-device-same-subsystem"),
+    ],
+)
+def test_subsystem_qualified_device_filters(device_filter, node, expected):
+    configs = parse_configs(layouts(a=[entry(devices="all", device_filter=device_filter, mig_enabled=False)], b=[entry(devices="all", mig_enabled=False)]))
+    assert names_subsystems(configs, "a") is (":" in str(device_filter))
+    assert names_subsystems(configs, "b") is False
+    assert sorted(resolve_layout(configs, "a", node, strict=False)) == expected
+
+
+FLEET_CASES = [
+    pytest.param(
+        layouts(a=[entry(devices=[0, 8], mig_enabled=False)]),
+        H100_NODE[:2],
+        {0: WantedGpu(False, {})},
+        id="index-the-node-lacks-is-skipped",
+    ),
+    pytest.param(
+        layouts(a=[entry(devices="all", device_filter=["0x20B010DE", "0x20B210DE"], mig_enabled=True, mig_devices={})]),
+        H100_NODE,
+        {},
+        id="filters-matching-nothing-change-nothing",
+    ),
+    pytest.param(
+        layouts(a=[entry(devices=[1], device_filter="0x233010DE", mig_enabled=False)]),
+        H100_NODE[:1],
+        {},
+        id="index-the-node-lacks-with-matching-filter",
+    ),
+]
+
+
+@pytest.mark.parametrize("document, node, expected", FLEET_CASES)
+def test_fleet_files_are_resolved_like_mig_parted_when_not_strict(document, node, expected):
+    configs = parse_configs(document)
+    assert resolve_layout(configs, "a", node, strict=False) == expected
+    with pytest.raises(MigConfigError):
+        resolve_layout(configs, "a", node)
+
+
+def test_fleet_files_keep_the_other_refusals():
+    configs = parse_configs(layouts(a=[entry(devices=[2], mig_enabled=True, mig_devices={})]))
+    with pytest.raises(MigConfigError) as error:
+        resolve_layout(configs, "a", MIXED_NODE, strict=False)
+    assert str(error.value) == "Entry 1 of layout 'a' enables MIG on GPU 2, an NVIDIA L40S, which does not support MIG."
 
 
 @pytest.mark.parametrize("document, selected, node, message", RESOLVE_ERRORS)

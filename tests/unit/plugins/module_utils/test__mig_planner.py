@@ -22,11 +22,18 @@ from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import (
     plan_node,
     plan_restore,
     planned_actions,
+    profiles_needed,
     report_gpus,
     summarize,
 )
-from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import mig_model
-from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import ComputeInstance, GpuInstance, MigCommandError, parse_gpu_instances
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import driver_model, mig_model, parse_placements
+from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import (
+    ComputeInstance,
+    GpuInstance,
+    MigCommandError,
+    parse_gpu_instance_profiles,
+    parse_gpu_instances,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mig"
 H100 = mig_model("NVIDIA H100 80GB HBM3")
@@ -264,11 +271,12 @@ def test_plan_node_per_gpu():
             id="unknown-profile",
         ),
         pytest.param(
-            node_gpu(0, name="NVIDIA B200"),
-            WantedGpu(True, {}),
-            "Layout 'big' cannot be applied to GPU 0, an NVIDIA B200: this collection has no MIG profile table for that model, "
-            "so it cannot check or place instances on it.",
-            id="model-without-table",
+            node_gpu(0, name="NVIDIA B200", current="Disabled"),
+            WantedGpu(True, {"1g.23gb": 7}),
+            "Layout 'big' cannot be applied to GPU 0, an NVIDIA B200: this collection has no MIG profile table for that model "
+            "and the driver lists no MIG profiles for it, as drivers before R550 do while MIG mode is off; apply a layout with "
+            "'mig-devices: {}' first to switch MIG on, then this one.",
+            id="model-without-table-nor-driver-answer",
         ),
     ],
 )
@@ -283,6 +291,69 @@ def test_a_model_without_table_may_be_switched_off():
     assert not plans[0].changed
 
 
+def test_a_model_without_table_may_be_switched_to_mig_without_instances():
+    plans = plan_node("on", [node_gpu(0, name="NVIDIA B200", current="Disabled")], {}, {0: WantedGpu(True, {})})
+    assert plans[0].request_mode is True and not plans[0].layout
+
+
+EIGHT_SLICE_PLACEMENTS = parse_placements((FIXTURES / "lgipp__8_slice__mig_guide.txt").read_text(encoding="utf-8"))
+GH200 = driver_model(
+    "NVIDIA GH200 480GB",
+    parse_gpu_instance_profiles((FIXTURES / "lgip__gh200_96gb.txt").read_text(encoding="utf-8")),
+    {profile_id: placement for (gpu, profile_id), placement in EIGHT_SLICE_PLACEMENTS.items()},
+)
+GH200_BALANCED = {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1}
+
+
+def test_a_model_without_table_is_planned_from_the_driver_answer():
+    gpus = [node_gpu(0, name="NVIDIA GH200 480GB", current="Disabled")]
+    plans = plan_node("all-balanced", gpus, {}, {0: WantedGpu(True, GH200_BALANCED)}, {0: GH200})
+    assert geometry(plans[0].layout) == ([], [], [("1g.12gb", 2), ("1g.12gb", 3), ("2g.24gb", 0), ("3g.48gb", 4)], [])
+    with pytest.raises(LayoutError) as error:
+        plan_node("all-balanced", gpus, {}, {0: WantedGpu(True, GH200_BALANCED)})
+    assert "no MIG profile table for that model and the driver lists no MIG profiles for it" in str(error.value)
+
+
+def test_an_applied_layout_of_a_model_without_table_needs_no_profiles():
+    held = [gi(3, "2g.24gb", 0, model=GH200), gi(9, "1g.12gb", 2, model=GH200), gi(10, "1g.12gb", 3, model=GH200), gi(2, "3g.48gb", 4, model=GH200)]
+    gpus = [node_gpu(0, name="NVIDIA GH200 480GB")]
+    wanted = {0: WantedGpu(True, GH200_BALANCED)}
+    assert not profiles_needed(gpus, {0: held}, wanted)
+    assert not plan_node("all-balanced", gpus, {0: held}, wanted)[0].changed
+    assert profiles_needed(gpus, {0: held[:3]}, wanted)
+
+
+def test_profiles_are_needed_only_to_plan_instances():
+    gpus = [node_gpu(0), node_gpu(1, current="Disabled")]
+    balanced = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+    assert not profiles_needed(gpus, {0: H100_BALANCED}, {0: WantedGpu(True, balanced), 1: WantedGpu(False, {})})
+    assert not profiles_needed(gpus, {0: H100_BALANCED}, {0: WantedGpu(True, balanced), 1: WantedGpu(True, {})})
+    assert profiles_needed(gpus, {0: H100_BALANCED}, {1: WantedGpu(True, balanced)})
+    assert profiles_needed(gpus, {0: H100_BALANCED}, {0: WantedGpu(True, {"7g.80gb": 1})})
+
+
+def test_a30_media_extension_profile_of_two_slices_is_planned():
+    # 2g.12gb+me: listed since R525 and used by mig-parted's all-2g.12gb.me; refused before it was in the table.
+    gpus = [node_gpu(0, name="NVIDIA A30", current="Enabled")]
+    plans = plan_node("me", gpus, {}, {0: WantedGpu(True, {"2g.12gb+me": 1, "2g.12gb": 1})})
+    assert [(new.name, new.profile_id, new.start, new.size) for new in plans[0].layout.create] == [("2g.12gb", 5, 0, 2), ("2g.12gb+me", 6, 2, 2)]
+    with pytest.raises(LayoutError) as error:
+        plan_node("me", gpus, {}, {0: WantedGpu(True, {"2g.12gb+me": 2})})
+    assert str(error.value) == "Layout 'me' cannot be applied to GPU 0, an NVIDIA A30: it asks for 2 of 2g.12gb+me, but an NVIDIA A30 holds at most 1."
+
+
+def test_a_drifted_name_in_the_layout_matches_what_the_driver_holds():
+    # The driver calls profile 9 "3g.39gb" (mig-parted#31): a layout may use either name, and nothing changes.
+    lgip = (FIXTURES / "lgip__h100_pcie__r525_layout_a.txt").read_text(encoding="utf-8").replace("MIG 3g.40gb ", "MIG 3g.39gb ")
+    table = mig_model("NVIDIA H100 PCIe")
+    driver = driver_model(table.gpu_name, parse_gpu_instance_profiles(lgip), {key[1]: value for key, value in EIGHT_SLICE_PLACEMENTS.items()}, table)
+    held = [GpuInstance(2, 9, "3g.39gb", 4, 4, (ComputeInstance(0, 2, "3g.39gb"),))]
+    gpus = [node_gpu(0, name="NVIDIA H100 PCIe")]
+    plans = plan_node("x", gpus, {0: held}, {0: WantedGpu(True, {"3g.39gb": 1, "1g.10gb": 1})}, {0: driver})
+    assert plans[0].mig_devices == {"3g.40gb": 1, "1g.10gb": 1}
+    assert geometry(plans[0].layout) == ([2], [], [("1g.10gb", 0)], [])
+
+
 def test_layout_counts_use_catalogue_names_and_count_compute_instances():
     drifted = [GpuInstance(2, 9, "3g.39gb", 4, 4, (ComputeInstance(0, 2, "3g.39gb"),))]
     assert layout_counts(H100, drifted) == {"3g.40gb": 1}
@@ -293,8 +364,9 @@ def test_layout_counts_use_catalogue_names_and_count_compute_instances():
 class FakeSmi:
     """A node in memory that answers like NvidiaSmi: Hopper GPUs switch mode at once, Ampere ones wait for a reset."""
 
-    def __init__(self, gpus, instances, holders=(), failing_create=None, clients=()):
+    def __init__(self, gpus, instances, holders=(), failing_create=None, clients=(), held=None):
         self.clients = list(clients)
+        self.held = held  # the GPUs the holders hold; None: all of them
         self.gpus = {gpu["index"]: dict(gpu) for gpu in gpus}
         self.instances = {index: list(gis) for index, gis in instances.items()}
         self.holders = list(holders)
@@ -318,11 +390,15 @@ class FakeSmi:
             gpu["mig_mode_current"] = gpu["mig_mode_pending"]
         return ""
 
-    def reset(self, index):
-        self.calls.append(("reset", index))
-        if self.holders:
-            return False, "The following GPUs could not be reset:\n  GPU 00000000:07:00.0: In use by another client\n"
-        self.gpus[index]["mig_mode_current"] = self.gpus[index]["mig_mode_pending"]
+    def reset(self, indices):
+        """All the GPUs or none, listing the held ones as nvidia-smi -r does (mig.md 4.6)."""
+        self.calls.append(("reset", tuple(indices)))
+        held = [index for index in indices if self.holders and (self.held is None or index in self.held)]
+        if held:
+            lines = "".join(f"  GPU {self.gpus[index]['pci_bus_id']}: In use by another client\n" for index in held)
+            return False, "The following GPUs could not be reset:\n" + lines
+        for index in indices:
+            self.gpus[index]["mig_mode_current"] = self.gpus[index]["mig_mode_pending"]
         return True, ""
 
     def destroy(self, index, instances):
@@ -392,12 +468,12 @@ def test_a_refused_reset_leaves_the_mode_pending_and_creates_nothing():
     processes = [{"pid": 4242, "process_name": "python3", "gpu_uuid": "GPU-1"}]
     smi = FakeSmi(gpus, {}, holders=["nv-hostengine"], clients=["nv-hostengine (DCGM)", "the nvidia_drm kernel module"])
     outcome = apply_plans(plans, smi, processes)
-    assert mutations(smi) == [("set_mig_mode", 0, True), ("set_mig_mode", 1, True), ("reset", 0), ("reset", 1)]
+    assert mutations(smi) == [("set_mig_mode", 0, True), ("set_mig_mode", 1, True), ("reset", (0, 1))]
     assert outcome.blocked == {
         0: "held by nv-hostengine (DCGM), the nvidia_drm kernel module, persistence mode (nvidia-persistenced or nvidia-smi -pm 1)",
         1: "held by nv-hostengine (DCGM), the nvidia_drm kernel module, PID 4242 (python3)",
     }
-    assert outcome.actions[-2:] == ["GPU 0: reset refused, so the MIG mode change stays pending", "GPU 1: reset refused, so the MIG mode change stays pending"]
+    assert outcome.actions[-1] == "GPUs 0, 1: reset refused, so the MIG mode change stays pending"
     failed, message = summarize("x", plans, outcome, smi.read_gpus(), smi.read_instances())
     assert not failed
     assert message == (
@@ -413,7 +489,7 @@ def test_an_ampere_reset_that_succeeds_lets_the_layout_follow():
     plans = plan_node("x", gpus, {}, {0: WantedGpu(True, {"7g.80gb": 1})})
     smi = FakeSmi(gpus, {})
     outcome = apply_plans(plans, smi)
-    assert mutations(smi) == [("set_mig_mode", 0, True), ("reset", 0), ("create", 0, ((0, 0),))]
+    assert mutations(smi) == [("set_mig_mode", 0, True), ("reset", (0,)), ("create", 0, ((0, 0),))]
     assert not outcome.blocked
 
 
@@ -465,10 +541,63 @@ def test_layout_change_is_false_when_empty():
     assert LayoutChange(create=(new("7g.80gb", 0),))
 
 
+def test_one_reset_call_and_a_held_gpu_keeps_the_idle_one_pending_with_it():
+    gpus = [node_gpu(index, name="NVIDIA A100-SXM4-80GB", current="Disabled") for index in range(3)]
+    wanted = {index: WantedGpu(True, {"7g.80gb": 1}) for index in range(3)}
+    plans = plan_node("x", gpus, {}, wanted)
+    processes = [{"pid": 4242, "process_name": "python3", "gpu_uuid": "GPU-1"}]
+    smi = FakeSmi(gpus, {}, holders=["python3"], held=[1])
+    outcome = apply_plans(plans, smi, processes)
+    assert [call for call in mutations(smi) if call[0] == "reset"] == [("reset", (0, 1, 2))]
+    assert outcome.blocked == {
+        0: "not reset because nvidia-smi resets all the GPUs of one call or none, and GPU 1 was held",
+        1: "held by PID 4242 (python3)",
+        2: "not reset because nvidia-smi resets all the GPUs of one call or none, and GPU 1 was held",
+    }
+    assert not any(call[0] == "create" for call in mutations(smi))
+
+
+def test_persistenced_is_named_as_the_client_rather_than_persistence_mode():
+    gpus = [node_gpu(0, name="NVIDIA A100-SXM4-80GB", current="Disabled")]
+    gpus[0]["persistence_mode"] = "Enabled"
+    plans = plan_node("x", gpus, {}, {0: WantedGpu(True, {"7g.80gb": 1})})
+    smi = FakeSmi(gpus, {}, holders=["nvidia-persistenced"], clients=["nvidia-persistenced", "nv-fabricmanager (Fabric Manager)"])
+    outcome = apply_plans(plans, smi)
+    assert outcome.blocked == {0: "held by nvidia-persistenced, nv-fabricmanager (Fabric Manager)"}
+
+
+def test_a_process_found_holding_the_device_is_named_once():
+    gpus = [node_gpu(0, name="NVIDIA A100-SXM4-80GB", current="Disabled")]
+    plans = plan_node("x", gpus, {}, {0: WantedGpu(True, {"7g.80gb": 1})})
+    processes = [{"pid": 4242, "process_name": "/usr/bin/python3", "gpu_uuid": "GPU-0"}]
+    smi = FakeSmi(gpus, {}, holders=["python3"], clients=["dcgm-exporter", "PID 4242 (python3)", "PID 77 (nsys)"])
+    outcome = apply_plans(plans, smi, processes)
+    assert outcome.blocked == {0: "held by dcgm-exporter, PID 77 (nsys), PID 4242 (/usr/bin/python3)"}
+
+
+def test_a_change_refused_as_in_use_names_the_clients_found():
+    gpus = [node_gpu(0)]
+    plans = plan_node("x", gpus, {0: H100_BALANCED}, {0: WantedGpu(True, {"7g.80gb": 1})})
+    smi = FakeSmi(gpus, {0: H100_BALANCED}, clients=["nvidia-device-plugin (the kubelet's GPU device plugin)", "dcgm-exporter"])
+
+    def refuse(index, instances):
+        smi.calls.append(("destroy", index, tuple(instance.gi_id for instance in instances)))
+        raise MigCommandError(["nvidia-smi", "mig", "-dci"], 19, "Failed to destroy compute instances: In use by another client\n", "")
+
+    smi.destroy = refuse
+    outcome = apply_plans(plans, smi)
+    failed, message = summarize("x", plans, outcome, smi.read_gpus(), smi.read_instances())
+    assert failed
+    assert (
+        "(a process or driver client still uses what was to be destroyed or switched; running here: "
+        "nvidia-device-plugin (the kubelet's GPU device plugin), dcgm-exporter)" in message
+    )
+
+
 def test_a_gpu_that_cannot_be_reset_says_so_rather_than_naming_holders():
     gpus = [node_gpu(0, name="NVIDIA A100-SXM4-80GB", current="Disabled")]
     plans = plan_node("x", gpus, {}, {0: WantedGpu(True, {"7g.80gb": 1})})
     smi = FakeSmi(gpus, {}, holders=["passthrough"], clients=["nvidia-persistenced"])
-    smi.reset = lambda index: (False, (FIXTURES / "reset__not_supported_passthrough.txt").read_text(encoding="utf-8"))
+    smi.reset = lambda indices: (False, (FIXTURES / "reset__not_supported_passthrough.txt").read_text(encoding="utf-8"))
     outcome = apply_plans(plans, smi)
     assert outcome.blocked == {0: "it cannot be reset on this host, as in a passthrough VM"}

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import model_info
-from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import MIG_MODELS, is_full_compute_instance, is_profile_name, mig_model
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import LayoutError, check_layout
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import (
+    MIG_MODELS,
+    driver_model,
+    is_full_compute_instance,
+    is_profile_name,
+    mig_model,
+    parse_placements,
+)
 from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import parse_gpu_instance_profiles
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mig"
@@ -81,7 +89,7 @@ PROFILE_TABLES = {
         (5, "4g.71gb", 1),
         (0, "7g.141gb", 1),
     ],
-    "NVIDIA A30": [(14, "1g.6gb", 4), (21, "1g.6gb+me", 1), (5, "2g.12gb", 2), (0, "4g.24gb", 1)],
+    "NVIDIA A30": [(14, "1g.6gb", 4), (21, "1g.6gb+me", 1), (5, "2g.12gb", 2), (6, "2g.12gb+me", 1), (0, "4g.24gb", 1)],
 }
 
 
@@ -118,6 +126,7 @@ def test_every_catalogued_model_is_a_known_mig_capable_gpu(gpu_name):
     [
         pytest.param("lgip__h100_pcie__r525_layout_a.txt", "NVIDIA H100 PCIe", id="h100-pcie-r525"),
         pytest.param("lgip__a100_sxm4_40gb__r580_layout_b.txt", "NVIDIA A100-SXM4-40GB", id="a100-40gb-r580"),
+        pytest.param("lgip__a30__r535.txt", "NVIDIA A30", id="a30-r535-with-2g-me"),
     ],
 )
 def test_profiles_match_what_the_driver_printed(fixture, gpu_name):
@@ -132,8 +141,86 @@ def test_eight_slice_placements_match_the_recorded_lgipp(gpu_name):
 
 
 def test_a30_placements_match_the_recorded_lgipp():
-    recorded = recorded_placements("lgipp__a30.txt")
-    assert {profile.profile_id: (profile.starts, profile.memory_slices) for profile in mig_model("NVIDIA A30").profiles} == recorded
+    # R535 lists 2g.12gb+me (ID 6), which the older recording predates; every profile the older one lists is the same.
+    recorded = recorded_placements("lgipp__a30__r535.txt")
+    table = {profile.profile_id: (profile.starts, profile.memory_slices) for profile in mig_model("NVIDIA A30").profiles}
+    assert table == recorded
+    assert recorded_placements("lgipp__a30.txt").items() <= table.items()
+
+
+def driver_rows(lgip):
+    return parse_gpu_instance_profiles(fixture_text(lgip))
+
+
+def driver_placements(lgipp, gpu=0):
+    return {profile_id: placement for (index, profile_id), placement in parse_placements(fixture_text(lgipp)).items() if index == gpu}
+
+
+@pytest.mark.parametrize("lgipp", ["lgipp__8_slice__mig_guide.txt", "lgipp__a30.txt", "lgipp__a30__r535.txt"])
+def test_parse_placements_reads_what_the_lgipp_recordings_print(lgipp):
+    assert {(0, profile_id): placement for profile_id, placement in recorded_placements(lgipp).items()} == parse_placements(fixture_text(lgipp))
+
+
+def test_parse_placements_of_several_gpus_skips_other_lines():
+    text = "$ nvidia-smi mig -lgipp\nGPU  0 Profile ID  0 Placement : {0}:8\nGPU  1 Profile ID  9 Placements: {0,4}:4\nAll done.\n"
+    assert parse_placements(text) == {(0, 0): ((0,), 8), (1, 9): ((0, 4), 4)}
+
+
+@pytest.mark.parametrize(
+    "lgip, lgipp, gpu_name",
+    [
+        pytest.param("lgip__h100_pcie__r525_layout_a.txt", "lgipp__8_slice__mig_guide.txt", "NVIDIA H100 PCIe", id="h100-pcie-r525"),
+        pytest.param("lgip__a100_sxm4_40gb__r580_layout_b.txt", "lgipp__8_slice__mig_guide.txt", "NVIDIA A100-SXM4-40GB", id="a100-40gb-r580"),
+        pytest.param("lgip__a30__r535.txt", "lgipp__a30__r535.txt", "NVIDIA A30", id="a30-r535"),
+    ],
+)
+def test_the_driver_answer_agrees_with_the_tables(lgip, lgipp, gpu_name):
+    table = mig_model(gpu_name)
+    for known in (table, None):
+        model = driver_model(gpu_name, driver_rows(lgip), driver_placements(lgipp), known)
+        assert model == table
+
+
+def test_a_model_without_a_table_is_described_by_its_driver():
+    # H100 96GB on a GH200, recorded -lgip; its -lgipp is the 8-slice one (mig.md 3.1: the same on every 8-slice GPU).
+    model = driver_model("NVIDIA GH200 480GB", driver_rows("lgip__gh200_96gb.txt"), driver_placements("lgipp__8_slice__mig_guide.txt"))
+    assert mig_model("NVIDIA GH200 480GB") is None
+    assert (model.memory_slices, model.compute_slices) == (8, 7)
+    assert [(profile.profile_id, profile.name, profile.max_count, profile.memory_slices) for profile in model.profiles] == [
+        (19, "1g.12gb", 7, 1),
+        (20, "1g.12gb+me", 1, 1),
+        (15, "1g.24gb", 4, 2),
+        (14, "2g.24gb", 3, 2),
+        (9, "3g.48gb", 2, 4),
+        (5, "4g.48gb", 1, 4),
+        (0, "7g.96gb", 1, 8),
+    ]
+    # mig-parted's all-balanced for "H100-96GB, PG506-96GB, GH200, H20" (gpu-operator default-mig-parted-config).
+    check_layout(model, {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1})
+    with pytest.raises(LayoutError) as error:
+        check_layout(model, {"1g.12gb+me": 2})
+    assert str(error.value) == "it asks for 2 of 1g.12gb+me, but an NVIDIA GH200 480GB holds at most 1"
+
+
+def test_a_drifted_driver_name_is_an_alias_of_the_table_name():
+    text = fixture_text("lgip__h100_pcie__r525_layout_a.txt").replace("MIG 3g.40gb ", "MIG 3g.39gb ")
+    table = mig_model("NVIDIA H100 PCIe")
+    model = driver_model("NVIDIA H100 PCIe", parse_gpu_instance_profiles(text), driver_placements("lgipp__8_slice__mig_guide.txt"), table)
+    assert model.profile("3g.39gb") is model.profile("3g.40gb") is model.profile_by_id(9)
+    assert model.profile_by_id(9).name == "3g.40gb"
+
+
+def test_the_driver_wins_where_it_contradicts_the_table():
+    # A profile the driver places differently from the table keeps the driver's geometry and name.
+    placements = {**driver_placements("lgipp__8_slice__mig_guide.txt"), 9: ((0,), 8)}
+    model = driver_model("NVIDIA H100 PCIe", driver_rows("lgip__h100_pcie__r525_layout_a.txt"), placements, mig_model("NVIDIA H100 PCIe"))
+    assert (model.profile_by_id(9).starts, model.profile_by_id(9).memory_slices) == ((0,), 8)
+
+
+def test_profiles_without_placements_are_left_out():
+    assert driver_model("NVIDIA A30", driver_rows("lgip__a30__r535.txt"), {}) is None
+    model = driver_model("NVIDIA A30", driver_rows("lgip__a30__r535.txt"), driver_placements("lgipp__a30.txt"))
+    assert model.profile("2g.12gb+me") is None and model.profile("2g.12gb") is not None
 
 
 @pytest.mark.parametrize("gpu_name", sorted(PROFILE_TABLES))

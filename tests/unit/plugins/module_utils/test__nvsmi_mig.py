@@ -29,6 +29,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import (
     parse_gpu_instance_profiles,
     parse_gpu_instances,
     parse_table,
+    reset_refusals,
     running_driver_clients,
 )
 
@@ -322,10 +323,53 @@ def test_a_pending_mode_warning_is_not_a_failure():
 
 
 def test_a_refused_reset_is_returned_not_raised():
-    smi = NvidiaSmi("nvidia-smi", FakeRun((255, fixture_text("reset__in_use_two_gpus.txt"), "")))
-    succeeded, output = smi.reset(3)
+    run = FakeRun((255, fixture_text("reset__in_use_two_gpus.txt"), ""))
+    succeeded, output = NvidiaSmi("nvidia-smi", run).reset([3])
     assert not succeeded
     assert "could not be reset" in output
+    assert run.calls == [["nvidia-smi", "-r", "-i", "3"]]
+
+
+def test_several_gpus_are_reset_in_one_call():
+    # mig-parted resets every GPU that needs it with one "nvidia-smi -r -i <ids>" (mig.md 0, point 5).
+    run = FakeRun((0, fixture_text("reset__ok.txt"), ""))
+    assert NvidiaSmi("nvidia-smi", run).reset([0, 3, 5])[0]
+    assert run.calls == [["nvidia-smi", "-r", "-i", "0,3,5"]]
+
+
+def test_reset_refusals_name_the_held_gpus():
+    assert reset_refusals(fixture_text("reset__in_use_two_gpus.txt")) == {
+        "00000000:01:00.0": "In use by another client",
+        "00000000:47:00.0": "In use by another client",
+    }
+    assert reset_refusals(fixture_text("reset__ok.txt")) == {}
+
+
+def test_read_profiles_reads_every_gpu_in_two_calls():
+    # Two GPUs in one table, as the driver prints them for a node (mig.md 4.1); both A30 on R535.
+    lgip = fixture_text("lgip__a30__r535.txt")
+    rows = [line for line in lgip.splitlines() if line.startswith("|   0")]
+    second = "\n".join(line.replace("|   0", "|   1", 1) for line in lgip.splitlines()[5:])
+    lgipp = fixture_text("lgipp__a30__r535.txt")
+    run = FakeRun((0, lgip + second + "\n", ""), (0, lgipp + lgipp.replace("GPU  0", "GPU  1"), ""))
+    gpus = [{"index": 0, "name": "NVIDIA A30"}, {"index": 1, "name": "NVIDIA A30"}]
+    models = NvidiaSmi("nvidia-smi", run).read_profiles(gpus)
+    assert run.calls == [["nvidia-smi", "mig", "-lgip"], ["nvidia-smi", "mig", "-lgipp"]]
+    assert rows and sorted(models) == [0, 1]
+    assert models[1].profile("2g.12gb+me").profile_id == 6
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param((6, "No MIG-enabled devices found.\n", ""), id="r535-with-mig-off"),
+        pytest.param((6, "", "No MIG-supported devices found.\n"), id="no-mig-gpu"),
+    ],
+)
+def test_read_profiles_when_the_driver_lists_none(answer):
+    run = FakeRun(answer)
+    assert NvidiaSmi("nvidia-smi", run).read_profiles([{"index": 0, "name": "NVIDIA A30"}]) == {}
+    assert run.calls == [["nvidia-smi", "mig", "-lgip"]]
 
 
 def test_driver_not_loaded_is_an_error_with_the_driver_state_as_message():
@@ -357,6 +401,29 @@ def test_running_driver_clients_are_found_by_process_and_module_name(tmp_path):
         "nv-fabricmanager (Fabric Manager)",
         "the nvidia_drm kernel module",
     ]
+
+
+def test_gpu_clients_of_a_live_kubernetes_node_are_named(tmp_path):
+    # The clients mig-parted and the GPU Operator stop before a MIG change, as /proc/<pid>/comm shows them (15 characters).
+    proc = fake_proc(tmp_path, ["kubelet", "nvidia-device-p", "gpu-feature-dis", "dcgm-exporter", "nv-hostengine"], "")
+    assert running_driver_clients(str(proc)) == [
+        "nvidia-device-plugin (the kubelet's GPU device plugin)",
+        "gpu-feature-discovery",
+        "dcgm-exporter",
+        "nv-hostengine (DCGM)",
+    ]
+
+
+def test_other_processes_holding_a_device_file_are_named_by_pid(tmp_path):
+    proc = fake_proc(tmp_path, ["bash", "python3", "nvidia-persiste"], "")
+    (proc / "100" / "fd").mkdir()
+    (proc / "100" / "fd" / "0").symlink_to("/dev/pts/0")
+    (proc / "101" / "fd").mkdir()
+    (proc / "101" / "fd" / "3").symlink_to("/dev/null")
+    (proc / "101" / "fd" / "4").symlink_to("/dev/nvidia0")
+    (proc / "102" / "fd").mkdir()
+    (proc / "102" / "fd" / "5").symlink_to("/dev/nvidiactl")
+    assert running_driver_clients(str(proc)) == ["PID 101 (python3)", "nvidia-persistenced"]
 
 
 def test_no_driver_clients(tmp_path):

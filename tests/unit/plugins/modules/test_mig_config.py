@@ -61,13 +61,14 @@ CONFIGS = {
 class Node:
     """A simulated GPU node: the double's input files in a directory, and the module run against it."""
 
-    def __init__(self, directory, model, count, driver="580.65.06"):
+    def __init__(self, directory, model, count, driver="580.65.06", **board):
         self.directory = directory
         self.call_log = directory / "calls.jsonl"
         self.state_file = directory / "state.json"
         # Driver clients the module would find in /proc: the test host's own are none of the simulated node's business.
         self.driver_clients = []
-        (directory / "hardware.json").write_text(json.dumps({"gpu_model": model, "gpu_count": count, "seed": "unit"}), encoding="utf-8")
+        hardware = {"gpu_model": model, "gpu_count": count, "seed": "unit", **board}
+        (directory / "hardware.json").write_text(json.dumps(hardware), encoding="utf-8")
         (directory / "driver.json").write_text(json.dumps({"driver_version": driver, "cuda_version": "13.0"}), encoding="utf-8")
         self.environment = {
             "NVSMI_DOUBLE_HARDWARE": str(directory / "hardware.json"),
@@ -120,10 +121,10 @@ def make_node_fixture():
     # Not pytest's tmp_path, whose parents only root can enter: the double must be able to write its lock file.
     directories = []
 
-    def make(model=H100, count=2, driver="580.65.06", **state):
+    def make(model=H100, count=2, driver="580.65.06", board=None, **state):
         directory = Path(tempfile.mkdtemp(prefix="mig-config-"))
         directories.append(directory)
-        node = Node(directory, model, count, driver)
+        node = Node(directory, model, count, driver, **(board or {}))
         if state:
             node.write_state(**state)
         return node
@@ -181,6 +182,78 @@ def test_a_no_op_reads_an_eight_gpu_node_in_three_calls(make_node, capsys):
         ["mig", "-lgi"],
         ["mig", "-lci"],
     ]
+
+
+# ---------------------------------------------------------------- a model without a built-in table: the driver lists its profiles
+
+GH200 = "NVIDIA GH200 480GB"
+# mig-parted's all-balanced entry for "H100-96GB, PG506-96GB, GH200, H20" (gpu-operator default-mig-parted-config).
+GH200_BALANCED = {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1}
+GH200_CONFIGS = {
+    "all-balanced": layout(GH200_BALANCED, **{"device-filter": ["0x234210DE", "0x233D10DE", "0x20B610DE", "0x232910DE"]}),
+    "all-enabled": layout({}),
+}
+
+
+def test_a_model_without_a_table_is_planned_from_the_driver_profiles(make_node, capsys):
+    node = make_node(model=GH200, count=4)
+    result, calls = node.run(capsys, "all-balanced", mig_configs=GH200_CONFIGS)
+    assert result["changed"] is True and "failed" not in result, result
+    assert mig_devices(result) == [(index, True, GH200_BALANCED) for index in range(4)]
+    assert [argv for argv in argvs(calls, mutating=False) if argv[0] == "mig" and argv[1].startswith("-lgip")] == [["mig", "-lgip"], ["mig", "-lgipp"]]
+    assert argvs(calls, mutating=True)[-1] == ["mig", "-cgi", "9:4,14:0,19:2,19:3", "-C", "-i", "3"]
+
+    again, calls = node.run(capsys, "all-balanced", mig_configs=GH200_CONFIGS)
+    assert again["changed"] is False
+    # The no-op path reads the node in three calls, the profile listings not among them.
+    assert [argv[:2] for argv in argvs(calls)][1:] == [["mig", "-lgi"], ["mig", "-lci"]] and len(calls) == 3
+
+
+def test_a_model_without_a_table_on_a_driver_that_lists_profiles_only_with_mig_on(make_node, capsys):
+    node = make_node(model=GH200, count=1, driver="535.161.07")
+    refused, calls = node.run(capsys, "all-balanced", mig_configs=GH200_CONFIGS)
+    assert refused["failed"] is True
+    assert refused["msg"] == (
+        "Layout 'all-balanced' cannot be applied to GPU 0, an NVIDIA GH200 480GB: this collection has no MIG profile table for that model "
+        "and the driver lists no MIG profiles for it, as drivers before R550 do while MIG mode is off; apply a layout with "
+        "'mig-devices: {}' first to switch MIG on, then this one."
+    )
+    assert argvs(calls, mutating=True) == []
+    enabled, dummy = node.run(capsys, "all-enabled", mig_configs=GH200_CONFIGS)
+    assert mig_devices(enabled) == [(0, True, {})]
+    result, dummy = node.run(capsys, "all-balanced", mig_configs=GH200_CONFIGS)
+    assert mig_devices(result) == [(0, True, GH200_BALANCED)]
+
+
+# ---------------------------------------------------------------- device filters with a subsystem id, fleet files
+
+
+def test_subsystem_qualified_device_filters_read_the_subsystem_in_the_same_call(make_node, capsys):
+    node = make_node(count=2, board={"pci_sub_device_id": "0x16C110DE"})
+    configs = {
+        "ours": layout(BALANCED_80GB, **{"device-filter": ["0x233010DE:0x16C110DE"]}),
+        "theirs": layout(BALANCED_80GB, **{"device-filter": "0x233010DE:0x12345678"}),
+    }
+    result, calls = node.run(capsys, "ours", mig_configs=configs)
+    assert mig_devices(result) == [(0, True, BALANCED_80GB), (1, True, BALANCED_80GB)]
+    assert calls[0]["argv"][0].endswith(",driver_version,pci.sub_device_id")
+    refused, calls = node.run(capsys, "theirs", mig_configs=configs)
+    assert refused["msg"] == (
+        "Layout 'theirs' applies to no GPU on this node: its device filters 0x233010DE:0x12345678 match none of its GPUs, which are 0x233010DE."
+    )
+    skipped, calls = node.run(capsys, "theirs", mig_configs=configs, strict=False)
+    assert skipped["changed"] is False and "failed" not in skipped
+    assert skipped["msg"] == "Layout 'theirs' applies to no GPU on this node, so nothing changes."
+    assert argvs(calls, mutating=True) == []
+
+
+def test_a_fleet_file_naming_gpus_this_node_lacks_applies_to_those_it_has_when_not_strict(make_node, capsys):
+    node = make_node(count=2)
+    fleet = {"eight-way": layout({"7g.80gb": 1}, devices=[0, 1, 2, 3, 4, 5, 6, 7])}
+    refused, calls = node.run(capsys, "eight-way", mig_configs=fleet)
+    assert refused["msg"] == "Entry 1 of layout 'eight-way' names GPU 2, but this node has GPUs 0 to 1."
+    result, calls = node.run(capsys, "eight-way", mig_configs=fleet, strict=False)
+    assert mig_devices(result) == [(0, True, {"7g.80gb": 1}), (1, True, {"7g.80gb": 1})]
 
 
 def test_a_node_with_mig_off_everywhere_is_read_in_one_call(make_node, capsys):
@@ -289,10 +362,10 @@ def test_ampere_reset_blocked_by_persistence_mode(make_node, capsys):
     assert result["actions"] == [
         "GPU 0: enable MIG mode, pending until the GPU is reset",
         "GPU 1: enable MIG mode, pending until the GPU is reset",
-        "GPU 0: reset refused, so the MIG mode change stays pending",
-        "GPU 1: reset refused, so the MIG mode change stays pending",
+        "GPUs 0, 1: reset refused, so the MIG mode change stays pending",
     ]
-    assert argvs(calls, mutating=True) == [["-i", "0", "-mig", "1"], ["-i", "1", "-mig", "1"], ["-r", "-i", "0"], ["-r", "-i", "1"]]
+    # One reset for every GPU that needs it, as mig-parted does.
+    assert argvs(calls, mutating=True) == [["-i", "0", "-mig", "1"], ["-i", "1", "-mig", "1"], ["-r", "-i", "0,1"]]
     # Pending, and no instance half-created.
     assert [gpu["mig_mode"] for gpu in node.state()["gpus"]] == [{"current": "Disabled", "pending": "Enabled"}] * 2
     assert node.gpu_instances(0) == [] and node.gpu_instances(1) == []
@@ -304,6 +377,19 @@ def test_ampere_reset_blocked_by_persistence_mode(make_node, capsys):
     assert result["reboot_required"] is False
     assert argvs(calls, mutating=True) == [["mig", "-cgi", "0:0", "-C", "-i", str(index)] for index in (0, 1)]
     assert mig_devices(result) == [(0, True, {"7g.80gb": 1}), (1, True, {"7g.80gb": 1})]
+
+
+def test_ampere_reset_blocked_on_a_live_node_names_its_gpu_clients(make_node, capsys):
+    # nvidia-persistenced holds the GPUs (persistence mode on), next to the kubelet's device plugin and DCGM.
+    gpus = [{"mig_mode": OFF, "persistence_mode": "Enabled"}, {"mig_mode": OFF, "persistence_mode": "Enabled"}]
+    node = make_node(model=A100_80GB, count=2, holders=["nvidia-persistenced", "nv-hostengine"], gpus=gpus)
+    node.driver_clients = ["nvidia-persistenced", "nvidia-device-plugin (the kubelet's GPU device plugin)", "nv-hostengine (DCGM)"]
+    result, calls = node.run(capsys, "whole")
+    assert result["reboot_required"] is True
+    held = "held by nvidia-persistenced, nvidia-device-plugin (the kubelet's GPU device plugin), nv-hostengine (DCGM)"
+    assert result["msg"].startswith(f"Layout 'whole' is applied except on GPU 0 ({held}), GPU 1 ({held}), whose MIG mode change waits")
+    assert "persistence mode" not in result["msg"]
+    assert [argv for argv in argvs(calls, mutating=True) if argv[0] == "-r"] == [["-r", "-i", "0,1"]]
 
 
 def test_ampere_reset_blocked_by_a_forced_process_names_its_pid(make_node, capsys):
