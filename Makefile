@@ -23,12 +23,12 @@ UPSTREAM_LOG := $(LAB_PACKAGE_CACHE)/upstream.log
 export CONTAINERS_CONF := $(CURDIR)/lab/podman/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_FORCE_COLOR ?= false
-export PATH := $(BIN):$(PATH)
+export PATH := $(BIN):$(BUILD)/bin:$(PATH)
 
 # Run a step and append its wall time to .build/timings.txt.
 timed = start=$$(date +%s); $(2); echo "$(1): $$(( $$(date +%s) - start )) s" | tee -a $(TIMINGS)
 
-.PHONY: help deps venv k8s-clients image mirror mirror-up lab lab-up lab-down site units sanity lint molecule $(MOLECULE_TARGETS) e2e test clean
+.PHONY: help deps venv k8s-clients prometheus-tools image mirror mirror-up lab lab-up lab-down site units sanity lint molecule $(MOLECULE_TARGETS) e2e test clean
 
 help:
 	@echo "make lab       start the simulated rack (podman) and run playbooks/site.yml against it"
@@ -57,6 +57,10 @@ venv: deps $(VENV)/.installed $(COLLECTION_LINK)
 k8s-clients: $(VENV)/.installed
 	@bash tests/tools/fetch_k8s_clients.sh
 
+# Debian's prometheus and promtool in .build/bin (the package unpacked there, its service never started).
+prometheus-tools:
+	@bash tests/tools/fetch_prometheus.sh
+
 image: deps
 	@mkdir -p $(BUILD)
 	@bash lab/bin/network-probe.sh
@@ -80,7 +84,7 @@ lab: lab-up site
 lab-down: venv
 	$(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/lab.yml -e lab_host_state=absent
 
-units: venv
+units: venv k8s-clients prometheus-tools
 	@$(call timed,unit tests,$(BIN)/python -m pytest -q tests/unit tests/lab tests/integration)
 
 sanity: venv

@@ -28,9 +28,20 @@ CONFIG = "global:\n  scrape_interval: 1h\nscrape_configs: []\n"
 
 
 def binaries():
-    """The paths of prometheus and promtool, or None when either is missing."""
-    found = shutil.which("prometheus"), shutil.which("promtool")
+    """The paths of prometheus and promtool, or None when either is missing.
+
+    `make prometheus-tools` unpacks Debian's package into the checkout's .build/bin; else the machine's PATH.
+    """
+    built = Path(__file__).resolve().parents[2] / ".build" / "bin"
+    found = tuple(str(built / name) if (built / name).exists() else shutil.which(name) for name in ("prometheus", "promtool"))
     return found if all(found) else None
+
+
+def _binary(name):
+    found = binaries()
+    if found is None:
+        raise RuntimeError("prometheus and promtool are missing: run make prometheus-tools")
+    return found[("prometheus", "promtool").index(name)]
 
 
 def build(directory, interval="5m", nodes=0):
@@ -47,7 +58,7 @@ def build(directory, interval="5m", nodes=0):
     data = directory / "data"
     shutil.rmtree(data, ignore_errors=True)
     # Blocks of up to 31 days, so that the month fits in a few blocks instead of 360 two-hour ones.
-    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", "--max-block-duration=744h", str(openmetrics), str(data)],
+    subprocess.run([_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--quiet", "--max-block-duration=744h", str(openmetrics), str(data)],
                    check=True, capture_output=True, text=True)
     openmetrics.unlink()
     (directory / "ground_truth.json").write_text(json.dumps(truth, indent=1) + "\n")
@@ -68,7 +79,7 @@ def serve(directory, max_samples=50000000, port=None):
     port = port or _free_port()
     log = open(directory / "prometheus.log", "w", encoding="utf-8")
     process = subprocess.Popen([
-        "prometheus",
+        _binary("prometheus"),
         f"--config.file={directory / 'prometheus.yml'}",
         f"--storage.tsdb.path={directory / 'data'}",
         # Retention counts from the newest block; a month in the past must not be deleted as too old.

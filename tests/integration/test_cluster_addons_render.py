@@ -6,7 +6,7 @@ openAPIV3Schema of the upstream CRD of the pinned release (unknown fields refuse
 with the real `helm template` and its values, whose keys must be the chart's, and the alert rules go through
 `promtool check rules` and `promtool test rules` with input series. dc1 and dc2 are compared with golden files.
 
-Tools: helm and kubectl from `make k8s-clients` (.build/bin), promtool from the host package prometheus; a test
+Tools: helm and kubectl from `make k8s-clients` (.build/bin), promtool from `make prometheus-tools` (Debian's package unpacked into .build/bin); a test
 that needs a missing tool is skipped, saying how to get it. Regenerate the golden files after an intended change with
 `CLUSTER_ADDONS_UPDATE_GOLDEN=1 python -m pytest tests/integration/test_cluster_addons_render.py -k golden`.
 """
@@ -48,9 +48,9 @@ CHART_ARCHIVES = {
 
 
 def tool(name):
-    path = shutil.which(name) if name == "promtool" else BIN / name
+    path = BIN / name if (BIN / name).exists() else shutil.which(name)
     if not path or not pathlib.Path(path).exists():
-        how = "apt-get install prometheus (the package's service need not run)" if name == "promtool" else "make k8s-clients"
+        how = "make prometheus-tools (Debian's package, unpacked)" if name == "promtool" else "make k8s-clients"
         pytest.skip(f"{name} is not installed: {how}")
     return str(path)
 

@@ -31,7 +31,7 @@ LAB_NODES = {"dc1-gpu1": 8, "dc1-gpu2": 8, "dc2-gpu1": 8}
 HOURS = ("available_gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "idle_allocated_gpu_hours")
 
 pytestmark = pytest.mark.skipif(lab_prometheus.binaries() is None,
-                                reason="prometheus and promtool are not installed (apt-get install prometheus)")
+                                reason="prometheus and promtool are missing: make prometheus-tools")
 
 
 @pytest.fixture(scope="module")
