@@ -14,6 +14,8 @@ TIMINGS := $(BUILD)/timings.txt
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 # Scenarios run MOLECULE_JOBS at a time, the slowest first so that the short ones fill the gaps.
 MOLECULE_JOBS ?= 2
+# Test files run TEST_JOBS at a time (pytest-xdist), each file in one worker so its fixtures are built once.
+TEST_JOBS ?= 2
 MOLECULE_SLOWEST := nvme_cache kube rdma nvidia_driver nvidia_driver_upgrade nccl_tests container_runtime
 MOLECULE_TARGETS := $(addprefix molecule-,$(filter $(MOLECULE_SCENARIOS),$(MOLECULE_SLOWEST)) $(filter-out $(MOLECULE_SLOWEST),$(MOLECULE_SCENARIOS)))
 
@@ -85,7 +87,7 @@ lab-down: venv
 	$(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/lab.yml -e lab_host_state=absent
 
 units: venv k8s-clients prometheus-tools
-	@$(call timed,unit tests,$(BIN)/python -m pytest -q tests/unit tests/lab tests/integration)
+	@$(call timed,unit tests,$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile tests/unit tests/lab tests/integration)
 
 sanity: venv
 	@$(call timed,ansible-test sanity,bash tests/sanity/run.sh)

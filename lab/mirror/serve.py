@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The lab mirror's HTTP server: the lab's APT repository, and a caching proxy for Debian's archive.
 
 Run by the lab mirror container (lab/roles/lab_host), standard library only.

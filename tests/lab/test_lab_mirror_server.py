@@ -42,8 +42,8 @@ def upstream_archive(directory):
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *_):
-        pass
+    def log_message(self, *arguments):  # pylint: disable=arguments-differ
+        del arguments
 
 
 @contextlib.contextmanager

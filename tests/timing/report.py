@@ -34,7 +34,7 @@ def report(timings_lines, budgets, budgets_name):
         rows.append((name, seconds, budget))
         if budget is not None and seconds > budget:
             warnings.append(f"WARNING: {name} took {seconds} s, over its budget of {budget} s ({budgets_name}).")
-    width = max([len(name) for name, _, _ in rows] + [len("stage")])
+    width = max([len(row[0]) for row in rows] + [len("stage")])
     table = [f"{'stage':<{width}}  {'seconds':>7}  {'budget':>6}"]
     for name, seconds, budget in rows:
         flag = "  over" if budget is not None and seconds > budget else ""
