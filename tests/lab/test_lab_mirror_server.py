@@ -131,7 +131,7 @@ def test_missing_upstream_files_are_404_and_not_cached(lab):
 
 
 def test_the_lab_repository_is_served_as_before_and_other_hosts_are_not_proxied(lab):
-    _, repo, cache = lab
+    repo, cache = lab[1:]
     with mirror(repo, cache) as port:
         assert get(port, "/dists/Release") == (200, b"lab\n")
         assert get(port, "http://example.org/debian/dists/bookworm/InRelease")[0] == 403
