@@ -214,7 +214,7 @@ EXAMPLES = r"""
 
 - name: Judge the output of a run started by Slurm
   onprem.gpu.nccl_allreduce:
-    output_file: /shared/nccl/all_reduce_2x8.out
+    output_file: /scratch/nccl/all_reduce_2x8.out
     expect_transport: IB
     min_busbw: 350
     min_size: 4G

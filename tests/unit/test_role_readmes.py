@@ -1,0 +1,105 @@
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Role READMEs show the variables of meta/argument_specs.yml as tests/tools/role_readme.py renders them.
+
+Only READMEs that hold the markers are checked; the generator adds the markers to the others.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+_SPEC = importlib.util.spec_from_file_location("role_readme", REPO / "tests" / "tools" / "role_readme.py")
+role_readme = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(role_readme)
+
+MARKED = sorted(path.parent.name for path in (REPO / "roles").glob("*/README.md") if role_readme.has_markers(path.read_text(encoding="utf-8")))
+
+SPEC = {
+    "argument_specs": {
+        "main": {
+            "short_description": "Do C(one) thing.",
+            "options": {
+                "demo_mode": {"type": "str", "choices": ["fast", "safe"], "default": "safe", "description": ["Which mode;", "V(safe) waits."]},
+                "demo_hosts": {"type": "list", "elements": "str", "required": True, "description": "Hosts, O(demo_mode) decides | how."},
+                "demo_rails": {
+                    "type": "list", "elements": "dict", "default": [{"name": "rail0", "subnet": "10.0.0.0/24", "mtu": 9000, "pfc": 3, "switch": "leaf-01"}],
+                    "description": "Rails.",
+                    "options": {"name": {"type": "str", "required": True, "description": "Rail name."}},
+                },
+                "demo_empty": {"type": "str", "default": "", "description": "Empty by default."},
+            },
+        },
+        "check": {"short_description": "Only checks.", "options": {}},
+    },
+}
+
+
+@pytest.fixture(name="role")
+def role_fixture(tmp_path):
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    return tmp_path
+
+
+@pytest.mark.parametrize("role_name", MARKED)
+def test_the_generated_variables_are_up_to_date(role_name):
+    readme = REPO / "roles" / role_name / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    assert role_readme.regenerate(text, readme.parent) == text, (
+        f"roles/{role_name}/README.md does not match roles/{role_name}/meta/argument_specs.yml: "
+        f"run `{role_readme.REGENERATE} roles/{role_name}` and commit the README"
+    )
+
+
+def test_the_roles_with_a_template_readme_have_the_markers():
+    assert {"preflight", "cluster_addons"} <= set(MARKED)
+
+
+def test_the_table_shows_every_option_of_every_entry_point(role):
+    text = role_readme.render_variables(role)
+    assert "### Entry point `main`\n\nDo `one` thing.\n" in text
+    assert "| `demo_mode` | str | `safe` | no | Which mode; `safe` waits. One of `fast`, `safe`. |" in text
+    assert "| `demo_hosts` | list of str |  | yes | Hosts, `demo_mode` decides \\| how. |" in text
+    assert "| `demo_rails[].name` | str |  | yes | Rail name. |" in text
+    assert "| `demo_empty` | str | `''` | no | Empty by default. |" in text
+    assert "| `demo_rails` | list of dict | see below | no | Rails. |" in text
+    assert "Default of `demo_rails`:\n\n```yaml\ndemo_rails:\n- name: rail0\n  subnet: 10.0.0.0/24\n" in text
+    assert "### Entry point `check`\n\nOnly checks.\n\nNo variables." in text
+    assert text.startswith(role_readme.BEGIN) and text.endswith(role_readme.END)
+
+
+def test_a_readme_gets_the_markers_under_its_variables_heading(role):
+    before = "# demo\n\n## Variables\n\nHand-written notes.\n\n## Example\n"
+    after = role_readme.regenerate(before, role)
+    assert after.startswith("# demo\n\n## Variables\n\n" + role_readme.BEGIN)
+    assert after.endswith(role_readme.END + "\n\nHand-written notes.\n\n## Example\n")
+    assert role_readme.regenerate(after, role) == after
+
+
+def test_a_readme_without_variables_heading_gets_one_at_the_end(role):
+    after = role_readme.regenerate("# demo\n\nPurpose.\n", role)
+    assert after.startswith("# demo\n\nPurpose.\n\n## Variables\n\n" + role_readme.BEGIN)
+    assert after.endswith(role_readme.END + "\n")
+
+
+def test_a_stale_readme_is_found_and_the_check_names_the_command(role, tmp_path, capsys, monkeypatch):
+    roles = tmp_path / "roles"
+    (roles / "demo").mkdir(parents=True)
+    (roles / "demo" / "meta").symlink_to(role / "meta")
+    readme = roles / "demo" / "README.md"
+    readme.write_text(role_readme.regenerate("# demo\n\n## Variables\n", roles / "demo"))
+    assert not role_readme.stale_readmes(roles)
+    readme.write_text(readme.read_text().replace("Rail name.", "Old text."))
+    assert role_readme.stale_readmes(roles) == [readme]
+    monkeypatch.setattr(role_readme, "REPO", tmp_path)
+    monkeypatch.setattr(role_readme, "stale_readmes", lambda: [readme])
+    assert role_readme.main(["--check"]) == 1
+    assert f"roles/demo/README.md is stale: run {role_readme.REGENERATE} roles/demo" in capsys.readouterr().out
