@@ -68,7 +68,7 @@ def fake_process(proc, pid, container_id, nspid):
     directory = proc / str(pid)
     directory.mkdir(parents=True)
     (directory / "cgroup").write_text(f"9:name=systemd:/libpod_parent/libpod-{container_id}\n", encoding="utf-8")
-    (directory / "status").write_text(f"Name:\tsystemd\nNSpid:\t{nspid}\n", encoding="utf-8")
+    (directory / "status").write_text(f"Name:\tsystemd\nState:\tS (sleeping)\nNSpid:\t{nspid}\n", encoding="utf-8")
 
 
 @pytest.fixture(name="entered")
@@ -102,6 +102,7 @@ def entered_fixture(monkeypatch, tmp_path):
         return 0, b"", b""
 
     connection.nsenter_calls = []
+    connection.nsenter_fails = 0
 
     class Popen:
         def __init__(self, argv, **kwargs):
@@ -110,6 +111,10 @@ def entered_fixture(monkeypatch, tmp_path):
 
         def communicate(self, input=None):  # pylint: disable=redefined-builtin
             connection.nsenter_calls.append((self.argv, input))
+            if connection.nsenter_fails:
+                connection.nsenter_fails -= 1
+                self.returncode = 1
+                return b"", b"nsenter: cannot open /proc/4242/ns/cgroup: No such file or directory\n"
             return b"out", b""
 
     monkeypatch.setattr(connection, "_podman", podman)
@@ -191,3 +196,26 @@ def test_the_command_joins_every_cgroup_hierarchy_of_the_container_before_enteri
     refused = subprocess.run(["/bin/sh", "-c", script, "lab_podman", str(entered.proc / "missing" / "procs"), "--", "echo", "ran"],
                              capture_output=True, text=True, check=False)
     assert refused.returncode == 125 and "ran" not in refused.stdout and "cannot join" in refused.stderr
+
+
+def test_an_init_that_died_while_the_container_restarts_is_not_entered_twice(entered):
+    entered.exec_command("true")
+    # The container restarts: its old init is dead but not reaped yet, then a new init takes over.
+    status = entered.proc / "4242" / "status"
+    status.write_text(status.read_text(encoding="utf-8").replace("S (sleeping)", "Z (zombie)"), encoding="utf-8")
+    entered.state["Pid"] = 5151
+    fake_process(entered.proc, 5151, CONTAINER_ID, "5151\t1")
+    entered.exec_command("true")
+    argv = entered.nsenter_calls[-1][0]
+    assert argv[argv.index("--target") + 1] == "5151"
+
+
+def test_nsenter_failing_on_a_vanished_init_asks_podman_again_and_retries_once(entered):
+    entered.exec_command("true")
+    entered.nsenter_fails = 1
+    entered.state["Pid"] = 5151
+    fake_process(entered.proc, 5151, CONTAINER_ID, "5151\t1")
+    # /proc still shows 4242 as the init when the plugin looks, but it is gone when nsenter opens its namespaces.
+    assert entered.exec_command("true") == (0, b"out", b"")
+    argv = entered.nsenter_calls[-1][0]
+    assert argv[argv.index("--target") + 1] == "5151" and len(entered.podman_calls) == 2

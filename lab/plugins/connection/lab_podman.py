@@ -122,7 +122,7 @@ class Connection(PodmanConnection):
             return None
         if shutil.which("nsenter") is None:
             return None
-        cache = os.path.join(self.get_option("target_cache"), self._container_id.replace("/", "_") + ".json")
+        cache = self._cache_path()
         try:
             with open(cache, encoding="utf-8") as handle:
                 target = json.load(handle)
@@ -142,6 +142,15 @@ class Connection(PodmanConnection):
             except OSError:
                 pass
         return target
+
+    def _cache_path(self):
+        return os.path.join(self.get_option("target_cache"), self._container_id.replace("/", "_") + ".json")
+
+    def _forget(self):
+        try:
+            os.unlink(self._cache_path())
+        except OSError:
+            pass
 
     def _inspect(self):
         rc, stdout, dummy = self._podman(["inspect", "--type", "container", "--format", "json"])
@@ -169,13 +178,28 @@ class Connection(PodmanConnection):
         stdout, stderr = process.communicate(input=in_data)
         return process.returncode, stdout, stderr
 
+    def _run(self, arguments, in_data):
+        """Run through nsenter when the container's init can be entered, else through podman exec."""
+        target = self._target()
+        if target is not None:
+            rc, stdout, stderr = self._nsenter(target, arguments, in_data)
+            # The init went away between the check and nsenter (the container restarts): ask podman again.
+            if rc != 0 and stderr.startswith((b"nsenter: ", b"lab_podman: ")):
+                self._forget()
+                target = self._target()
+                if target is not None:
+                    return self._nsenter(target, arguments, in_data)
+            else:
+                return rc, stdout, stderr
+        return None
+
     def exec_command(self, cmd, in_data=None, sudoable=False):
         # ConnectionBase.exec_command only logs; the parent's would run podman exec without --interactive,
         # which drops the piped module.
         arguments = shlex.split(to_native(cmd, errors="surrogate_or_strict"))
-        target = self._target()
-        if target is not None:
-            return self._nsenter(target, arguments, in_data)
+        result = self._run(arguments, in_data)
+        if result is not None:
+            return result
         podman_exec = ["exec"]
         if in_data is not None:
             podman_exec.append("--interactive")
@@ -184,28 +208,25 @@ class Connection(PodmanConnection):
         return self._podman(podman_exec, arguments, in_data)
 
     def put_file(self, in_path, out_path):
-        target = self._target()
-        if target is None:
-            self._mount()
-            super().put_file(in_path, out_path)
-            return
         with open(to_bytes(in_path, errors="surrogate_or_strict"), "rb") as handle:
             content = handle.read()
-        rc, dummy, stderr = self._nsenter(target, ["/bin/sh", "-c", 'cat > "$1"', "put_file", out_path], content)
-        if rc != 0:
-            raise AnsibleError("failed to write %s in %s: %s" % (out_path, self._container_id, to_native(stderr).strip()))
+        result = self._run(["/bin/sh", "-c", 'cat > "$1"', "put_file", out_path], content)
+        if result is None:
+            self._mount()
+            super().put_file(in_path, out_path)
+        elif result[0] != 0:
+            raise AnsibleError("failed to write %s in %s: %s" % (out_path, self._container_id, to_native(result[2]).strip()))
 
     def fetch_file(self, in_path, out_path):
-        target = self._target()
-        if target is None:
+        result = self._run(["cat", in_path], None)
+        if result is None:
             self._mount()
             super().fetch_file(in_path, out_path)
             return
-        rc, stdout, stderr = self._nsenter(target, ["cat", in_path], None)
-        if rc != 0:
-            raise AnsibleError("failed to read %s in %s: %s" % (in_path, self._container_id, to_native(stderr).strip()))
+        if result[0] != 0:
+            raise AnsibleError("failed to read %s in %s: %s" % (in_path, self._container_id, to_native(result[2]).strip()))
         with open(to_bytes(out_path, errors="surrogate_or_strict"), "wb") as handle:
-            handle.write(stdout)
+            handle.write(result[1])
 
 
 def is_init_of(target, proc=None):
@@ -220,7 +241,11 @@ def is_init_of(target, proc=None):
     except (OSError, KeyError, TypeError, ValueError):
         return False
     nspid = [line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")]
-    return pid > 0 and bool(target.get("id")) and target["id"] in cgroups and bool(nspid) and nspid[0][-1] == "1"
+    # A dead init that nobody has reaped yet (a restarting container) keeps its /proc entry but no namespaces.
+    state = [line.split()[1:2] for line in status.splitlines() if line.startswith("State:")]
+    alive = bool(state) and state[0] not in (["Z"], ["X"])
+    return (pid > 0 and alive and bool(target.get("id")) and target["id"] in cgroups
+            and bool(nspid) and nspid[0][-1] == "1")
 
 
 def cgroup_procs_files(pid, proc=None):
