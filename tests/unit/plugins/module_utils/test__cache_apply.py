@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from ansible_collections.onprem.gpu.plugins.module_utils._cache_apply import (
@@ -19,13 +17,12 @@ from ansible_collections.onprem.gpu.plugins.module_utils._cache_apply import (
     with_fstab_line,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "blockdev"
 UUID = "6b2d2f0e-3c39-4b8e-9d0c-5a8f1e7b2c41"
 OPTIONS = "noatime,nofail,x-systemd.device-timeout=30s"
 FSTAB = "# /etc/fstab: static file system information.\nLABEL=boot /boot ext4 defaults 0 2\n"
 SETTINGS = Settings(host="dc1-gpu1")
 # mdadm --detail --brief of the array as mdadm 4.2 prints it.
-MDADM_BRIEF = f"ARRAY /dev/md/nvme_cache metadata=1.2 name=dc1-gpu1:nvme_cache UUID=2c6e0f4a:8b1d4e37:9a5c7d3f:1b9e0a42\n"
+MDADM_BRIEF = "ARRAY /dev/md/nvme_cache metadata=1.2 name=dc1-gpu1:nvme_cache UUID=2c6e0f4a:8b1d4e37:9a5c7d3f:1b9e0a42\n"
 XFS_EXPORT = f"UUID={UUID}\nBLOCK_SIZE=512\nTYPE=xfs\nLABEL=nvme_cache\n"
 
 
