@@ -21,8 +21,16 @@ description:
   - A disk that carries a filesystem, a partition table, a RAID or LVM signature or an encrypted volume is
     refused unless O(wipe=true) and O(host) is listed in O(wipe_confirm); the plan then lists it under C(wipe).
     Mounted or held disks are refused in every case.
-  - The module only reads. It never writes to a disk, and runs the same way in check mode. When it refuses, it fails
-    with one sentence per disk and the evidence in RV(devices), RV(refusals) and RV(protected).
+  - With O(state=planned) (the default) the module only reads. It never writes to a disk, and runs the same way in
+    check mode. When it refuses, it fails with one sentence per disk and the evidence in RV(devices), RV(refusals)
+    and RV(protected).
+  - With O(state=present) it also applies the plan, after the same refusals and before anything else. It erases
+    the disks listed under C(wipe) (C(wipefs --all)), creates the RAID0 (C(mdadm --create), never with C(--run) or
+    C(--force)) or assembles the existing one, makes the XFS filesystem where the device is blank (striped like
+    the array), records the array in O(mdadm_conf), writes one C(/etc/fstab) line by filesystem UUID with
+    O(mount_options), and mounts it. A device that carries anything else than the cache's XFS is left untouched.
+  - In check mode (and with O(state=planned)) nothing is changed; RV(actions) and RV(commands) say what the run
+    would do, and the diff shows the fstab and mdadm.conf lines.
 author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
@@ -30,9 +38,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: The module only reads; it runs the same way in check mode.
+    details: In check mode, and with O(state=planned), the module only reads; RV(actions) lists what it would do.
   diff_mode:
-    support: none
+    support: full
+    details: The lines that O(state=present) writes to C(/etc/fstab) and O(mdadm_conf).
   platform:
     platforms: posix
 options:
@@ -94,7 +103,35 @@ options:
       - Loop devices are never discovered and never matched by serial or model.
     type: bool
     default: false
+  state:
+    description:
+      - V(planned) only reads the node and returns the plan.
+      - V(present) builds or adopts the cache according to the plan, and mounts it.
+    type: str
+    choices: [planned, present]
+    default: planned
+  chunk_kib:
+    description:
+      - RAID0 chunk in KiB, a power of two from 4 to 4096, for a new array (C(mdadm --create --chunk)); the new XFS
+        filesystem gets the matching stripe unit and width.
+    type: int
+    default: 512
+  mount_options:
+    description:
+      - Options of the cache's C(/etc/fstab) line and of its mount. They must contain V(nofail), so that a dead drive
+        cannot stop the boot.
+    type: list
+    elements: str
+    default: [noatime, nofail, x-systemd.device-timeout=30s]
+  mdadm_conf:
+    description:
+      - Where a RAID0 is recorded (one managed block with C(mdadm --detail --brief)), so that it comes back under
+        its name at boot. Regenerating the initramfs after a change is left to the caller (see RV(array_recorded)).
+      - Defaults to C(/etc/mdadm/mdadm.conf) where C(/etc/mdadm) exists (Debian, Ubuntu), else C(/etc/mdadm.conf).
+    type: path
 notes:
+  - O(state=present) runs C(wipefs), C(mdadm), C(mkfs.xfs) (xfsprogs) and C(mount); a RAID0 needs the kernel's md
+    driver, which is checked (C(/proc/mdstat), C(modprobe --dry-run raid0)) before any disk is touched.
   - Commands run with C(LC_ALL=C). C(lsblk), C(wipefs) and C(blkid) come from util-linux.
     C(nvme) (nvme-cli) adds models and serials where lsblk lacks them.
     C(mdadm) reads RAID superblocks. Both are optional.
@@ -125,6 +162,15 @@ EXAMPLES = r"""
     wipe: true
     wipe_confirm: [gpu-node-17]
     host: "{{ inventory_hostname }}"
+
+- name: Build or adopt the cache, and mount it by UUID with nofail
+  onprem.gpu.nvme_cache_devices:
+    state: present
+    devices: [/dev/disk/by-id/nvme-eui.0025388b91b0a5c2, /dev/disk/by-id/nvme-eui.0025388b91b0a5c3]
+    chunk_kib: 512
+    mount_point: /raid
+    host: "{{ inventory_hostname }}"
+  register: cache
 
 - name: Show the plan
   ansible.builtin.debug:
@@ -184,6 +230,37 @@ plan:
       description: Whether an adopted array exists on its disks but is not assembled.
       type: bool
       sample: false
+actions:
+  description: What O(state=present) did, or in check mode would do, in words; empty when nothing changes.
+  returned: always
+  type: list
+  elements: str
+  sample: ["make the XFS filesystem on /dev/nvme0n1", "mount /raid by UUID in /etc/fstab", "mount /dev/nvme0n1 at /raid"]
+commands:
+  description: The command lines that O(state=present) ran, or in check mode would run, in order.
+  returned: always
+  type: list
+  elements: list
+  sample: [["mkfs.xfs", "-L", "nvme_cache", "/dev/nvme0n1"], ["mount", "-t", "xfs", "-o", "noatime,nofail", "/dev/nvme0n1", "/raid"]]
+array_recorded:
+  description: Whether O(state=present) changed (or would change) the array's block in O(mdadm_conf); the initramfs needs regenerating then.
+  returned: always
+  type: bool
+  sample: false
+cache:
+  description:
+    - The cache's device and filesystem as the node has them; after O(state=present), as they are once applied (in
+      check mode, as they would be). With O(state=planned), read only for a cache to adopt, else empty.
+  returned: always
+  type: dict
+  sample:
+    device: /dev/nvme0n1
+    exists: true
+    fstype: xfs
+    label: nvme_cache
+    uuid: 2f0b7c36-5a43-4c33-9a0f-3b0c5f3f6d12
+    mounted: true
+    fstab: ["UUID=2f0b7c36-5a43-4c33-9a0f-3b0c5f3f6d12 /raid xfs noatime,nofail,x-systemd.device-timeout=30s 0 0"]
 devices:
   description: The selected disks with what was read from them.
   returned: always
@@ -237,6 +314,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.onprem.gpu.plugins.module_utils._cache_apply import ApplyError, Settings, apply, inspect, settings_problems
 from ansible_collections.onprem.gpu.plugins.module_utils._blockdev import (
     MD_MEMBER_TYPE,
     BlockdevError,
@@ -373,6 +451,60 @@ class Node:
         return MountPointState(entries=entries)
 
 
+class Applier:
+    """The node as _cache_apply sees it: commands by bare name, files read and written atomically."""
+
+    OPTIONAL = ("modprobe",)
+
+    def __init__(self, module):
+        self.module = module
+
+    def run(self, argv, ok=(0,)):
+        tool = self.module.get_bin_path(argv[0], required=argv[0] not in self.OPTIONAL)
+        if tool is None:
+            return 127, "", f"{argv[0]} is not installed"
+        command = [tool] + list(argv[1:])
+        rc, stdout, stderr = self.module.run_command(command, environ_update=ENVIRONMENT)
+        if ok is not None and rc not in ok:
+            raise ApplyError(f"{argv[0]} failed with exit code {rc}: {_first_line(stderr or stdout)}", cmd=command, rc=rc, stdout=stdout, stderr=stderr)
+        return rc, stdout, stderr
+
+    @staticmethod
+    def read(path):
+        return _read(path)
+
+    @staticmethod
+    def exists(path):
+        return os.path.exists(path)
+
+    @staticmethod
+    def makedirs(path):
+        os.makedirs(path, mode=0o755, exist_ok=True)
+
+    def write(self, path, text, mode):
+        directory = os.path.dirname(path)
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        temporary = os.path.join(directory, f".{os.path.basename(path)}.ansible-tmp")
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temporary, int(mode, 8))
+        self.module.atomic_move(temporary, path)
+
+
+def build_settings(module, request):
+    params = module.params
+    mdadm_conf = params["mdadm_conf"] or ("/etc/mdadm/mdadm.conf" if os.path.isdir("/etc/mdadm") else "/etc/mdadm.conf")
+    return Settings(
+        host=request.host,
+        mount_point=request.mount_point,
+        array_name=request.array_name,
+        label=request.label,
+        chunk_kib=params["chunk_kib"],
+        mount_options=tuple(params["mount_options"]),
+        mdadm_conf=mdadm_conf,
+    )
+
+
 def build_request(module):
     params = module.params
     return Request(
@@ -412,10 +544,19 @@ def main():
             wipe_confirm=dict(type="list", elements="str", default=[]),
             host=dict(type="str"),
             allow_loop=dict(type="bool", default=False),
+            state=dict(type="str", choices=["planned", "present"], default="planned"),
+            chunk_kib=dict(type="int", default=512),
+            mount_options=dict(type="list", elements="str", default=["noatime", "nofail", "x-systemd.device-timeout=30s"]),
+            mdadm_conf=dict(type="path"),
         ),
         supports_check_mode=True,
     )
     request = build_request(module)
+    settings = build_settings(module, request)
+    applying = module.params["state"] == "present"
+    problems = settings_problems(settings) if applying else []
+    if problems:
+        module.fail_json(msg=f"Refusing to build the NVMe cache on {request.host}: " + " ".join(problems))
     node = Node(module)
     tree = node.block_tree()
     tree.enrich(node.nvme_namespaces())
@@ -433,6 +574,10 @@ def main():
         excluded = excluded + found_in_use
     result = dict(
         changed=False,
+        actions=[],
+        commands=[],
+        array_recorded=False,
+        cache={},
         plan=plan,
         devices=devices,
         refusals=[refusal.as_dict() for refusal in refusals],
@@ -441,6 +586,19 @@ def main():
     )
     if refusals:
         module.fail_json(msg=refusal_message(request, refusals), **result)
+    applier = Applier(module)
+    try:
+        if applying:
+            outcome = apply(plan, settings, applier, check_mode=module.check_mode)
+            result.update(
+                changed=outcome.changed, actions=outcome.actions, commands=outcome.commands, array_recorded=outcome.array_recorded, cache=outcome.cache
+            )
+            if module._diff and outcome.diff:
+                result["diff"] = outcome.diff
+        elif plan["action"] == "adopt":
+            result["cache"] = inspect(plan, settings, applier)
+    except ApplyError as error:
+        module.fail_json(msg=str(error), **error.details, **result)
     module.exit_json(msg=summary(request, plan), **result)
 
 

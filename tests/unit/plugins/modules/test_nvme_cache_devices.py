@@ -47,6 +47,13 @@ class FakeNode:
             return 0, fixture(self.lsblk), ""
         if tool == "nvme":
             return self.nvme
+        if tool == "mkfs.xfs":
+            self.disks[args[-1]] = "xfs_nvme_cache_label"
+            return 0, "", ""
+        if tool in ("mount", "wipefs") and args[0] != "--no-act":
+            return 0, "", ""
+        if tool == "modprobe":
+            return 1, "", "modprobe: FATAL: Module raid0 not found in directory /lib/modules/6.1.0-lab\n"
         state = self.disks[args[-1]]
         if tool == "wipefs":
             return 0, fixture(f"wipefs_--no-act_--json__{state}.json"), ""
@@ -59,8 +66,13 @@ class FakeNode:
         raise AssertionError(f"unexpected command {argv}")
 
 
-def run_module(args, node, capsys, mountinfo=MOUNTINFO_EMPTY, busy=(), bins=("lsblk", "wipefs", "blkid", "nvme", "mdadm"), entries=0):
-    files = {"/proc/self/mountinfo": mountinfo, "/proc/swaps": SWAPS_HEADER}
+BINS = ("lsblk", "wipefs", "blkid", "nvme", "mdadm", "mkfs.xfs", "mount", "modprobe")
+
+
+def run_module(args, node, capsys, mountinfo=MOUNTINFO_EMPTY, busy=(), bins=BINS, entries=0, files=None):
+    files = {"/proc/self/mountinfo": mountinfo, "/proc/swaps": SWAPS_HEADER} if files is None else files
+    files.setdefault("/proc/self/mountinfo", mountinfo)
+    files.setdefault("/proc/swaps", SWAPS_HEADER)
 
     def get_bin_path(name, required=False):
         if name in bins:
@@ -82,6 +94,12 @@ def run_module(args, node, capsys, mountinfo=MOUNTINFO_EMPTY, busy=(), bins=("ls
         nvme_cache_devices.os, "listdir", return_value=["x"] * entries
     ), mock.patch.object(
         nvme_cache_devices.os.path, "isdir", return_value=True
+    ), mock.patch.object(
+        nvme_cache_devices.Applier, "exists", side_effect=lambda path: path in files
+    ), mock.patch.object(
+        nvme_cache_devices.Applier, "makedirs", side_effect=lambda path: files.setdefault(path, "")
+    ), mock.patch.object(
+        nvme_cache_devices.Applier, "write", side_effect=lambda self, path, text, mode: files.__setitem__(path, text), autospec=True
     ), pytest.raises(
         SystemExit
     ):
@@ -192,3 +210,54 @@ def test_the_hostname_is_the_default_host(capsys):
     with mock.patch.object(nvme_cache_devices.socket, "gethostname", return_value="node-x"):
         result = run_module({}, node, capsys)
     assert result["msg"] == "Refusing to build the NVMe cache on node-x: No cache device is selected on node-x: list the drives in devices or enable discover."
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check-mode"])
+def test_state_present_builds_a_blank_disk_and_check_mode_only_says_so(check_mode, capsys):
+    node = FakeNode({"/dev/nvme1n1": "blank"})
+    files = {"/etc/fstab": "LABEL=boot /boot ext4 defaults 0 2\n"}
+    args = {"state": "present", "devices": ["/dev/nvme1n1"], "allow_loop": True, "host": "dc1-gpu1", "_ansible_check_mode": check_mode, "_ansible_diff": True}
+    result = run_module(args, node, capsys, files=files)
+    line = "UUID=3887f75d-c7e8-4673-818c-0efaa97dc2ab /raid xfs noatime,nofail,x-systemd.device-timeout=30s 0 0"
+    built = [
+        ["/usr/sbin/mkfs.xfs", "-L", "nvme_cache", "/dev/nvme1n1"],
+        ["/usr/sbin/mount", "-t", "xfs", "-o", "noatime,nofail,x-systemd.device-timeout=30s", "/dev/nvme1n1", "/raid"],
+    ]
+    assert result["changed"] is True
+    assert result["actions"] == ["make the XFS filesystem on /dev/nvme1n1", "mount /raid by UUID in /etc/fstab", "mount /dev/nvme1n1 at /raid"]
+    assert result["diff"][0]["before_header"] == "/etc/fstab"
+    if check_mode:
+        assert not any(argv in node.calls for argv in built)
+        assert files["/etc/fstab"] == "LABEL=boot /boot ext4 defaults 0 2\n"
+        assert result["cache"]["mounted"] is False
+    else:
+        assert [argv for argv in node.calls if argv in built] == built
+        assert files["/etc/fstab"] == "LABEL=boot /boot ext4 defaults 0 2\n" + line + "\n"
+        assert result["cache"]["fstab"] == [line]
+        assert "/raid" in files
+
+
+def test_state_present_refuses_a_raid0_without_md_before_touching_a_disk(capsys):
+    node = FakeNode({"/dev/nvme2n1": "blank", "/dev/nvme3n1": "blank"})
+    result = run_module({"state": "present", "devices": ["/dev/nvme2n1", "/dev/nvme3n1"], "allow_loop": True, "host": "dc1-gpu1"}, node, capsys, files={})
+    assert result["failed"] is True
+    assert result["msg"].startswith(
+        "dc1-gpu1 cannot build the RAID0 over /dev/nvme2n1, /dev/nvme3n1: the running kernel has no md driver (/proc/mdstat is missing"
+    )
+    assert result["plan"]["action"] == "create"
+    assert [argv[0] for argv in node.calls if Path(argv[0]).name in ("mdadm", "mkfs.xfs", "mount")] == []
+
+
+def test_state_present_refuses_bad_settings_before_reading_anything(capsys):
+    node = FakeNode({})
+    result = run_module({"state": "present", "devices": ["/dev/nvme1n1"], "host": "dc1-gpu1", "mount_options": ["noatime"]}, node, capsys)
+    assert result["msg"].startswith("Refusing to build the NVMe cache on dc1-gpu1: mount_options must contain nofail")
+    assert node.calls == []
+
+
+def test_state_present_refusals_are_the_planning_ones(capsys):
+    node = FakeNode({"/dev/nvme1n1": "ext4_label_scratch"})
+    result = run_module({"state": "present", "devices": ["/dev/nvme1n1"], "allow_loop": True, "host": "dc1-gpu1"}, node, capsys)
+    assert result["msg"].startswith("Refusing to build the NVMe cache on dc1-gpu1: /dev/nvme1n1 (loop1) holds an ext4 filesystem")
+    assert result["commands"] == []
+    assert all(Path(argv[0]).name not in ("mkfs.xfs", "mount") and argv[1:2] != ["--all"] for argv in node.calls)
