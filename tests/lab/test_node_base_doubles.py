@@ -258,3 +258,32 @@ def test_ctk_commands_it_does_not_model_fail_loudly(lab):
     result = lab.run(CTK, "runtime", "configure", "--runtime=containerd")
     assert result.returncode == 255
     assert result.stderr.startswith("nvidia-ctk (lab double): 'runtime configure --runtime=containerd' is not modelled")
+
+
+def test_cdi_spec_of_a_mig_gpu_names_its_mig_devices_not_the_gpu(lab):
+    # GPU 0 in MIG mode with a 3g and a 1g instance, GPU 1 in MIG mode without instances, the rest whole GPUs:
+    # the toolkit's nvml mode (pkg/nvcdi/lib-nvml.go) writes no whole-GPU device for a GPU in MIG mode.
+    mig_on = {"current": "Enabled", "pending": "Enabled"}
+    lab.write("state.json", {"gpus": [
+        {"mig_mode": mig_on, "gpu_instances": [
+            {"id": 1, "profile_id": 9, "placement": {"start": 0}, "compute_instances": [{"id": 0, "profile_id": 2, "placement": {"start": 0, "size": 3}}]},
+            {"id": 9, "profile_id": 19, "placement": {"start": 4}, "compute_instances": [{"id": 0, "profile_id": 0, "placement": {"start": 0, "size": 1}}]},
+        ]},
+        {"mig_mode": mig_on},
+    ]})
+    listing = lab.run(NVIDIA_SMI, "-L").stdout
+    mig_uuids = [line.split("UUID: ")[1].rstrip(")") for line in listing.splitlines() if line.startswith("  MIG ")]
+    assert len(mig_uuids) == 2
+    result = lab.run(CTK, "cdi", "generate")
+    assert result.returncode == 0, result.stderr
+    spec = yaml.safe_load(result.stdout)
+    uuids = gpu_uuids(lab)
+    whole = [name for index in range(2, 8) for name in (str(index), uuids[index])]
+    assert [device["name"] for device in spec["devices"]] == whole + ["0:0", mig_uuids[0], "0:1", mig_uuids[1], "all"]
+    assert spec["devices"][-2]["containerEdits"]["deviceNodes"] == [{"path": "/dev/nvidia0"}]
+    assert [node["path"] for node in spec["devices"][-1]["containerEdits"]["deviceNodes"]] == [f"/dev/nvidia{index}" for index in [2, 3, 4, 5, 6, 7, 0]]
+    spec_file = lab.root / "cdi" / "nvidia.yaml"
+    lab.run(CTK, "cdi", "generate", f"--output={spec_file}")
+    listed = lab.run(CTK, "cdi", "list", "--spec-dir", str(spec_file.parent)).stdout.splitlines()
+    assert "nvidia.com/gpu=0" not in listed and "nvidia.com/gpu=1" not in listed
+    assert {"nvidia.com/gpu=0:0", "nvidia.com/gpu=0:1", "nvidia.com/gpu=all"} <= set(listed)

@@ -1,6 +1,6 @@
 """A GPU server after the container_runtime role: containerd runs with systemd cgroups and the nvidia
 runtime (read back from containerd's own merged configuration), the toolkit is held at the pinned
-version, and the CDI specification names every GPU."""
+version, and the toolkit's refresh service owns the CDI specification, which names every GPU."""
 import tomllib
 
 import pytest
@@ -32,7 +32,7 @@ def test_nvidia_runtime_is_configured_without_losing_the_cri_settings(merged_con
     assert nvidia["options"] == {"BinaryName": "/usr/bin/nvidia-container-runtime", "SystemdCgroup": True}
     # The drop-in is merged after config.toml and, on containerd 1.6, replaces the whole CRI section:
     # the settings of config.toml must survive it.
-    assert cri["sandbox_image"] == "registry.k8s.io/pause:3.10"
+    assert cri["sandbox_image"] == "registry.k8s.io/pause:3.10.1"
     assert cri["cni"]["bin_dir"] == "/opt/cni/bin"
     assert cri["containerd"]["default_runtime_name"] == "runc"
     assert merged_config["imports"] == ["/etc/containerd/config.toml", "/etc/containerd/conf.d/50-nvidia.toml"]
@@ -50,8 +50,17 @@ def test_toolkit_is_held_at_the_pinned_version(host):
     assert set(TOOLKIT_PACKAGES) <= set(held)
 
 
+def test_cdi_refresh_service_owns_the_specification(host):
+    assert host.service("nvidia-cdi-refresh.path").is_enabled and host.service("nvidia-cdi-refresh.path").is_running
+    assert host.service("nvidia-cdi-refresh.service").is_enabled
+    unit = host.file("/etc/systemd/system/nvidia-cdi-refresh.service").content_string
+    assert "ExecStart=/usr/bin/nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml" in unit
+    # One owner: no static specification that the refreshed one would shadow.
+    assert not host.file("/etc/cdi/nvidia.yaml").exists
+
+
 def test_cdi_specification_names_every_gpu(host):
-    spec_file = host.file("/etc/cdi/nvidia.yaml")
+    spec_file = host.file("/var/run/cdi/nvidia.yaml")
     assert spec_file.mode == 0o644
     spec = yaml.safe_load(spec_file.content_string)
     uuids = host.check_output("nvidia-smi --query-gpu=uuid --format=csv,noheader").splitlines()

@@ -1,0 +1,246 @@
+#!/usr/bin/python
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: container_runtime_facts
+short_description: Read what the container_runtime role checks, in one task
+version_added: 0.2.0
+description:
+  - Reads, each only when asked, the signing keys of package repositories, what the package sources offer
+    and which packages are installed and held, containerd's merged configuration and whether the daemon answers,
+    the GPUs with their MIG devices, and the CDI devices of the node.
+  - It changes nothing on the host but the package lists when O(update_cache) is set.
+  - The results are raw enough to be judged on the controller by the C(onprem.gpu.container_runtime_*) filters;
+    the TOML of C(containerd config dump) is parsed there.
+author:
+  - onprem.gpu maintainers (@onprem-gpu)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads (and refreshes the package lists); it runs the same way in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  repositories:
+    description: Repositories whose signing key to fetch, each with its C(name) and C(key_url); other keys are ignored.
+    type: list
+    elements: dict
+    default: []
+  package_manager:
+    description: How to read the packages of O(packages).
+    type: str
+    choices: [apt, dnf]
+    default: apt
+  packages:
+    description: Packages whose installed, candidate and offered versions to read, with the held packages of the host.
+    type: list
+    elements: str
+    default: []
+  update_cache:
+    description: Refresh the package lists (C(apt-get update), C(dnf makecache)) before reading O(packages).
+    type: bool
+    default: false
+  containerd:
+    description: Read C(containerd config dump) and ask the daemon for its version on O(socket).
+    type: bool
+    default: false
+  socket:
+    description: containerd's socket.
+    type: path
+    default: /run/containerd/containerd.sock
+  nvidia_smi:
+    description:
+      - Read the driver and the GPUs through this C(nvidia-smi), with the MIG devices of MIG-enabled GPUs (C(nvidia-smi -L)).
+      - Empty reads no GPU.
+    type: str
+    default: ""
+  cdi_spec_file:
+    description: Read the CDI devices (C(nvidia-ctk cdi list)) and the driver version this specification was generated for. Empty reads no CDI.
+    type: path
+    default: ""
+notes:
+  - Commands run with C(LC_ALL=C).
+seealso:
+  - module: onprem.gpu.gpu_facts
+"""
+
+EXAMPLES = r"""
+- name: Read the containerd configuration, the GPUs and CDI
+  onprem.gpu.container_runtime_facts:
+    containerd: true
+    nvidia_smi: nvidia-smi
+    cdi_spec_file: /var/run/cdi/nvidia.yaml
+  register: runtime
+
+- name: Check them
+  ansible.builtin.assert:
+    that: problems | length == 0
+    fail_msg: "{{ problems | join('; ') }}."
+  vars:
+    problems: "{{ runtime['container_runtime'] | onprem.gpu.container_runtime_verify(settings) }}"
+"""
+
+RETURN = r"""
+container_runtime:
+  description: What was read; only the parts asked for.
+  returned: always
+  type: dict
+  contains:
+    keys:
+      description: Per O(repositories) entry, C(name), C(url) (its C(key_url)), C(status) (HTTP status, -1 without an answer), C(content), C(msg).
+      returned: when O(repositories) is set
+      type: list
+      elements: dict
+    packages:
+      description: Per known package, C(installed) and C(candidate) (V(null) when none) and C(offered) (versions the sources have, newest first).
+      returned: when O(packages) is set
+      type: dict
+    holds:
+      description: The held (APT) or version-locked (DNF) packages of the host.
+      returned: when O(packages) is set
+      type: list
+      elements: str
+    containerd:
+      description: C(dump) (the output of C(containerd config dump)), C(dump_error), C(rc) and C(error) of C(ctr version) on O(socket).
+      returned: when O(containerd=true)
+      type: dict
+    gpus:
+      description:
+        - C(driver_loaded), C(driver_version), C(status) and C(gpus), as M(onprem.gpu.gpu_facts) reads them;
+          each GPU has C(mig_devices), the indices of its MIG devices (empty when MIG is off).
+      returned: when O(nvidia_smi) is set
+      type: dict
+    cdi:
+      description: C(devices) (the names C(nvidia-ctk cdi list) prints, empty without nvidia-ctk), C(spec_file), C(spec_driver_version).
+      returned: when O(cdi_spec_file) is set
+      type: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import fetch_url
+
+from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
+from ansible_collections.onprem.gpu.plugins.module_utils._container_runtime import (
+    parse_apt_policy,
+    parse_dnf_list,
+    parse_holds,
+    parse_list_gpus,
+    spec_driver_version,
+)
+from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi import (
+    NvidiaSmiError,
+    missing_binary_state,
+    query_gpu_argv,
+    read_driver_state,
+)
+
+PACKAGE_COMMANDS = {
+    "apt": {"update": ["apt-get", "update", "-q"], "list": ["apt-cache", "policy"], "holds": ["apt-mark", "showhold"]},
+    "dnf": {"update": ["dnf", "--quiet", "makecache"], "list": ["dnf", "--quiet", "list", "--showduplicates"],
+            "holds": ["dnf", "--quiet", "versionlock", "list"]},
+}
+
+
+def run(module, argv, allowed=(0,)):
+    rc, stdout, stderr = module.run_command(argv, environ_update={"LC_ALL": "C"})
+    if rc not in allowed:
+        module.fail_json(msg=f"{' '.join(argv)} failed with exit code {rc}: {(stderr or stdout).strip()}", cmd=argv, rc=rc, stdout=stdout, stderr=stderr)
+    return rc, stdout, stderr
+
+
+def read_keys(module):
+    keys = []
+    for repository in module.params["repositories"]:
+        response, info = fetch_url(module, repository["key_url"], timeout=30)
+        content = response.read().decode("utf-8", "replace") if response else ""
+        keys.append(dict(name=repository["name"], url=repository["key_url"], status=info.get("status", -1), content=content,
+                         msg=info.get("msg", "")))
+    return keys
+
+
+def read_packages(module):
+    commands = PACKAGE_COMMANDS[module.params["package_manager"]]
+    if module.params["update_cache"]:
+        run(module, commands["update"])
+    # dnf list exits 1 when it knows none of the names.
+    stdout = run(module, commands["list"] + module.params["packages"], allowed=(0, 1))[1]
+    parse = parse_apt_policy if module.params["package_manager"] == "apt" else parse_dnf_list
+    return parse(stdout), parse_holds(run(module, commands["holds"])[1])
+
+
+def read_containerd(module):
+    rc, dump, stderr = module.run_command(["containerd", "config", "dump"], environ_update={"LC_ALL": "C"})
+    ctr = module.run_command(["ctr", "--address", module.params["socket"], "version"], environ_update={"LC_ALL": "C"})
+    return dict(dump=dump if rc == 0 else "", dump_error="" if rc == 0 else (stderr or dump).strip(), rc=ctr[0], error=ctr[2].strip())
+
+
+def read_gpus(module):
+    nvidia_smi = find_command(module, module.params["nvidia_smi"])
+    if nvidia_smi is None:
+        state = missing_binary_state(module.params["nvidia_smi"])
+    else:
+        argv = query_gpu_argv(nvidia_smi)
+        rc, stdout, stderr = module.run_command(argv, environ_update={"LC_ALL": "C"})
+        try:
+            state = read_driver_state(rc, stdout, stderr)
+        except NvidiaSmiError as error:
+            module.fail_json(msg=str(error), cmd=argv, rc=rc, stdout=stdout, stderr=stderr)
+    mig_devices = {}
+    if any(gpu["mig_mode_current"] == "Enabled" for gpu in state.gpus):
+        mig_devices = parse_list_gpus(run(module, [nvidia_smi, "-L"])[1])
+    gpus = [dict(gpu, mig_devices=mig_devices.get(gpu["index"], [])) for gpu in state.gpus]
+    return dict(driver_loaded=state.loaded, driver_version=state.version, status=state.status, gpus=gpus)
+
+
+def read_cdi(module):
+    spec_file = module.params["cdi_spec_file"]
+    nvidia_ctk = find_command(module, "nvidia-ctk")
+    devices = run(module, [nvidia_ctk, "cdi", "list"])[1].split() if nvidia_ctk else []
+    text = ""
+    if os.path.isfile(spec_file):
+        with open(spec_file, encoding="utf-8") as handle:
+            text = handle.read()
+    return dict(devices=devices, spec_file=spec_file, spec_driver_version=spec_driver_version(text))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            repositories=dict(type="list", elements="dict", default=[]),
+            package_manager=dict(type="str", choices=["apt", "dnf"], default="apt"),
+            packages=dict(type="list", elements="str", default=[]),
+            update_cache=dict(type="bool", default=False),
+            containerd=dict(type="bool", default=False),
+            socket=dict(type="path", default="/run/containerd/containerd.sock"),
+            nvidia_smi=dict(type="str", default=""),
+            cdi_spec_file=dict(type="path", default=""),
+        ),
+        supports_check_mode=True,
+    )
+    result = {}
+    if module.params["repositories"]:
+        result["keys"] = read_keys(module)
+    if module.params["packages"]:
+        result["packages"], result["holds"] = read_packages(module)
+    if module.params["containerd"]:
+        result["containerd"] = read_containerd(module)
+    if module.params["nvidia_smi"]:
+        result["gpus"] = read_gpus(module)
+    if module.params["cdi_spec_file"]:
+        result["cdi"] = read_cdi(module)
+    module.exit_json(changed=False, container_runtime=result)
+
+
+if __name__ == "__main__":
+    main()
