@@ -5,6 +5,9 @@ Each file in lab/mirror/packages/*.yml describes one package: its real vendor na
 publish, and the files it installs (usually a hardware double from lab/doubles). The repository is
 laid out like any internal mirror (dists/<suite>/main, pool/), signed with a key generated for this
 checkout, and served to the lab nodes over HTTP. Roles consume it exactly like a vendor mirror.
+
+The DOCA stand-ins are also published as NVIDIA publishes DOCA: a flat repository (no dists/, APT suite "./")
+at doca/<version>/debian12/x86_64/, like https://linux.mellanox.com/public/repo/doca/<version>/ubuntu22.04/x86_64/.
 """
 from __future__ import annotations
 
@@ -32,6 +35,9 @@ KEY_FILE_NAME = 'onprem-gpu-lab.gpg'
 # Fixed timestamps make the same inputs give the same packages, so nodes see no spurious upgrades.
 SOURCE_DATE_EPOCH = '1767225600'
 GENERIC_PYTHON_SHEBANG = b'#!/usr/bin/env python\n'
+# The stand-ins of what NVIDIA's DOCA repository holds; its version is doca-roce's upstream version.
+DOCA_PACKAGES = ('doca-roce', 'ibverbs-utils', 'mlnx-ofed-kernel-utils', 'mlnx-tools')
+DOCA_RELEASE_DIR = 'debian12/x86_64'
 SPEC_KEYS = {'name', 'versions', 'architecture', 'depends', 'section', 'description', 'files'}
 
 
@@ -167,6 +173,31 @@ def write_indexes(repo: Path) -> Path:
     return dist
 
 
+def write_flat_doca_repository(repo: Path, specs: list[dict]) -> Path:
+    """doca/<version>/debian12/x86_64/ with the DOCA stand-ins' packages, Packages(.gz) and Release side by side,
+    as a flat repository has them (Filename: ./<deb>); the packages are hard links to the pool's."""
+    doca = next(spec for spec in specs if spec['name'] == 'doca-roce')
+    flat = repo / 'doca' / upstream_version(str(doca['versions'][-1])) / DOCA_RELEASE_DIR
+    flat.mkdir(parents=True)
+    for spec in specs:
+        if spec['name'] in DOCA_PACKAGES:
+            for deb in sorted((repo / 'pool' / COMPONENT / spec['name'][0] / spec['name']).glob('*.deb')):
+                os.link(deb, flat / deb.name)
+    packages = run(['apt-ftparchive', 'packages', '.'], cwd=flat, stdout=subprocess.PIPE).stdout
+    (flat / 'Packages').write_text(packages)
+    with gzip.GzipFile(flat / 'Packages.gz', 'wb', mtime=int(SOURCE_DATE_EPOCH)) as compressed:
+        compressed.write(packages.encode())
+    release = run([
+        'apt-ftparchive',
+        '-o', 'APT::FTPArchive::Release::Origin=onprem.gpu lab',
+        '-o', 'APT::FTPArchive::Release::Label=onprem.gpu lab DOCA',
+        '-o', f'APT::FTPArchive::Release::Architectures={" ".join(ARCHITECTURES)}',
+        'release', '.',
+    ], cwd=flat, env={'SOURCE_DATE_EPOCH': SOURCE_DATE_EPOCH}, stdout=subprocess.PIPE).stdout
+    (flat / 'Release').write_text(release)
+    return flat
+
+
 def sign_release(dist: Path, gnupg_home: Path, fingerprint: str) -> None:
     env = {'GNUPGHOME': str(gnupg_home)}
     for stale in ('InRelease', 'Release.gpg'):
@@ -221,6 +252,7 @@ def build(output: Path) -> None:
             build_deb(spec, str(version), staging / 'pool' / COMPONENT)
     dist = write_indexes(staging)
     sign_release(dist, gnupg_home, fingerprint)
+    sign_release(write_flat_doca_repository(staging, specs), gnupg_home, fingerprint)
     export_public_key(staging, gnupg_home, fingerprint)
     publish(staging, repo)
     stamp.write_text(digest)

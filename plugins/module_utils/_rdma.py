@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""RDMA NIC state: parsers for ibv_devinfo, show_gids, ibdev2netdev, rdma link, mlnx_qos and mlxconfig, a sysfs
+"""RDMA NIC state: parsers for ibv_devinfo, show_gids, ibdev2netdev, rdma link, mlnx_qos, dcb and mlxconfig, a sysfs
 reader, and the merge of those sources into one list of ports with their RoCEv2 IPv4 GID.
 
 Plain Python, no Ansible import: the rdma_facts module runs the commands and hands their output here.
@@ -270,6 +270,47 @@ def parse_mlnx_qos(text):
     return state
 
 
+# dcb (iproute2) -----------------------------------------------------------------------------------------------------
+
+def _dcb_pairs(text, keyword):
+    """The KEY:VALUE words after ``keyword`` on its line(s) of dcb's plain output (dcb(8): "prio-pfc 0:off 1:on ...")."""
+    pairs = []
+    for line in text.splitlines():
+        words = line.split()
+        if words and words[0] == keyword:
+            pairs += [tuple(word.split(":", 1)) for word in words[1:] if ":" in word]
+    return pairs
+
+
+def parse_dcb_pfc(text):
+    """Parse ``dcb pfc show dev <if> prio-pfc`` into ``{pfc_enabled, pfc_priorities}`` (eight 0/1, the priorities on)."""
+    pairs = _dcb_pairs(text, "prio-pfc")
+    if not pairs:
+        raise RdmaParseError("dcb pfc printed no prio-pfc line.")
+    flags = {int(prio): 1 if value == "on" else 0 for prio, value in pairs}
+    return {"pfc_enabled": [flags.get(prio, 0) for prio in range(8)], "pfc_priorities": [prio for prio in range(8) if flags.get(prio)]}
+
+
+def parse_dcb_app_dscp(text):
+    """Parse ``dcb -N app show dev <if> dscp-prio`` into ``{prio: [dscp, ...]}``; no output is an empty table.
+
+    The mlx5 driver trusts DSCP while its APP table holds a DSCP entry and PCP otherwise (``mlx5e_dcbnl_ieee_setapp`` and
+    ``_delapp`` in drivers/net/ethernet/mellanox/mlx5/core/en_dcbnl.c), so the table is also the trust state.
+    """
+    table = {}
+    for dscp, prio in _dcb_pairs(text, "dscp-prio"):
+        if not (dscp.isdigit() and prio.isdigit()):
+            raise RdmaParseError("dcb app printed the DSCP entry %s:%s; run it with -N for numbers." % (dscp, prio))
+        table.setdefault(int(prio), []).append(int(dscp))
+    return {prio: sorted(dscps) for prio, dscps in sorted(table.items())}
+
+
+def dcb_qos(app_text, pfc_text):
+    """The QoS state from dcb, shaped like :func:`parse_mlnx_qos`' (no DCBX mode or cable length through dcb)."""
+    dscp2prio = parse_dcb_app_dscp(app_text)
+    return dict(parse_dcb_pfc(pfc_text), dcbx_mode=None, trust="dscp" if dscp2prio else "pcp", dscp2prio=dscp2prio, cable_len=None)
+
+
 # mlxconfig ----------------------------------------------------------------------------------------------------------
 
 _MLXCONFIG_VALUE = re.compile(r"^(?:.*\()?(-?\w+)\)?$")
@@ -368,6 +409,28 @@ def read_sysfs(root="/sys"):
 # merge --------------------------------------------------------------------------------------------------------------
 
 _STATE_NAMES = {"PORT_ACTIVE": "ACTIVE", "PORT_DOWN": "DOWN", "PORT_INIT": "INIT", "PORT_ARMED": "ARMED"}
+
+
+def interface_drivers(name, root="/sys"):
+    """The kernel drivers of a netdev's hardware: its own device's and those of every device below it (bond slaves,
+    bridge ports, a VLAN's parent, through the ``lower_*`` links). Empty for a virtual device with none below it."""
+    drivers, seen, queue = [], set(), [name]
+    while queue:
+        current = queue.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        base = os.path.join(root, "class", "net", current)
+        driver = os.path.join(base, "device", "driver")
+        if os.path.exists(driver):
+            found = os.path.basename(os.path.realpath(driver))
+            if found not in drivers:
+                drivers.append(found)
+        try:
+            queue += sorted(entry[len("lower_"):] for entry in os.listdir(base) if entry.startswith("lower_"))
+        except OSError:
+            pass
+    return drivers
 
 
 def merge_ports(sysfs=None, devinfo=None, show_gids=None, ibdev2netdev=None, rdma_link=None):

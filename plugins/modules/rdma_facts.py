@@ -16,7 +16,8 @@ description:
   - Reads C(/sys/class/infiniband) first, which needs no tool; adds what sysfs lacks from C(ibv_devinfo -v) (the
     active MTU) and C(ibdev2netdev) or C(rdma link) (netdev and PCI address), and reads the GIDs with C(show_gids)
     or C(ibv_devinfo -v) only where sysfs is not there. A missing tool is skipped.
-  - Optionally reads the QoS state of RoCE netdevs with C(mlnx_qos) and the firmware settings of NICs with C(mlxconfig).
+  - Optionally reads the QoS state of RoCE netdevs with C(mlnx_qos) (DOCA) or iproute2's C(dcb) (inbox drivers), the
+    firmware settings of NICs with C(mlxconfig), and which kernel drivers carry given interfaces.
   - A host without any RDMA device is not an error; RV(ansible_facts.rdma_ports) is then empty.
 author:
   - onprem.gpu maintainers (@onprem-gpu)
@@ -55,11 +56,24 @@ options:
     type: str
     default: rdma
   mlnx_qos:
-    description: The C(mlnx_qos) to run for O(qos_interfaces).
+    description: The C(mlnx_qos) to run for O(qos_interfaces) with O(qos_tool=mlnx_qos).
     type: str
     default: mlnx_qos
+  dcb:
+    description: The iproute2 C(dcb) (iproute2 5.11 or later) to run for O(qos_interfaces) with O(qos_tool=dcb).
+    type: str
+    default: dcb
+  qos_tool:
+    description:
+      - How the QoS of O(qos_interfaces) is read. V(mlnx_qos) (mlnx-tools, shipped with DOCA-OFED) or V(dcb), which reads
+        the PFC table and the DSCP APP table (the mlx5 driver trusts DSCP while that table has entries) over DCB netlink.
+    type: str
+    choices: [mlnx_qos, dcb]
+    default: mlnx_qos
   qos_interfaces:
-    description: Netdevs whose trust state, PFC and DSCP mapping are read with C(mlnx_qos -i); a failure fails the task.
+    description:
+      - Netdevs, or PCI addresses of RDMA ports (resolved to their netdev through the ports read), whose trust state, PFC and
+        DSCP mapping are read with O(qos_tool); a failure fails the task. A PCI address no port has is skipped.
     type: list
     elements: str
     default: []
@@ -68,12 +82,19 @@ options:
     type: str
     default: mlxconfig
   firmware_devices:
-    description: PCI addresses of the NICs whose firmware settings are read with C(mlxconfig -d <pci> -e query).
+    description:
+      - PCI addresses of the NICs whose firmware settings are read with C(mlxconfig -d <pci> -e query), or netdevs of RDMA
+        ports (resolved to their PCI address through the ports read; one the ports do not list is skipped).
     type: list
     elements: str
     default: []
   firmware_params:
     description: The firmware parameters to read (all of them when empty).
+    type: list
+    elements: str
+    default: []
+  driver_interfaces:
+    description: Netdevs whose kernel drivers (their own device's and those below a bond, bridge or VLAN) are returned.
     type: list
     elements: str
     default: []
@@ -184,9 +205,15 @@ ansible_facts:
     rdma_qos:
       description:
         - Per netdev of O(qos_interfaces), its C(dcbx_mode), C(trust), C(pfc_enabled) (eight 0/1 by priority),
-          C(pfc_priorities), C(dscp2prio) and C(cable_len); V(null) for what mlnx_qos did not print.
+          C(pfc_priorities), C(dscp2prio) and C(cable_len); V(null) for what the tool did not print (dcb prints no DCBX
+          mode or cable length).
       returned: always
       type: dict
+    rdma_interface_drivers:
+      description: Per netdev of O(driver_interfaces), the kernel drivers of its hardware; empty for a virtual device.
+      returned: always
+      type: dict
+      sample: {eno1: [igb], bond0: [mlx5_core]}
     rdma_firmware:
       description:
         - Per PCI address of O(firmware_devices), each parameter with its C(default), C(current) and C(next_boot) value.
@@ -195,12 +222,16 @@ ansible_facts:
       type: dict
 """
 
+import re
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
 from ansible_collections.onprem.gpu.plugins.module_utils._rdma import (
     RdmaParseError,
     common_gid_index,
+    dcb_qos,
+    interface_drivers,
     merge_ports,
     parse_ibdev2netdev,
     parse_ibv_devinfo,
@@ -210,6 +241,9 @@ from ansible_collections.onprem.gpu.plugins.module_utils._rdma import (
     parse_show_gids,
     read_sysfs,
 )
+
+
+PCI = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
 
 def run_parsed(module, argv, parser, accept_rc=(0,)):
@@ -256,6 +290,39 @@ def required_command(module, option, purpose):
     return path
 
 
+def netdevs_of(names, ports):
+    """Netdevs as they are and PCI addresses as the netdev of the port there (dropped when no port is)."""
+    found = [next((port["netdev"] for port in ports if port.get("pci_address") == name.lower()), None) if PCI.match(name) else name
+             for name in names]
+    return [name for position, name in enumerate(found) if name and name not in found[:position]]
+
+
+def pci_addresses_of(names, ports):
+    """PCI addresses as they are and netdevs as the PCI address of their port (dropped when no port has it)."""
+    found = [name if PCI.match(name) else next((port["pci_address"] for port in ports if port.get("netdev") == name), None)
+             for name in names]
+    return [name for position, name in enumerate(found) if name and name not in found[:position]]
+
+
+def read_qos(module, netdevs):
+    params = module.params
+    qos = {}
+    if params["qos_tool"] == "dcb":
+        dcb = required_command(module, "dcb", "the RoCE QoS state")
+        for netdev in netdevs:
+            app = run_parsed(module, [dcb, "-N", "app", "show", "dev", netdev, "dscp-prio"], lambda text: text)
+            pfc = run_parsed(module, [dcb, "pfc", "show", "dev", netdev, "prio-pfc"], lambda text: text)
+            try:
+                qos[netdev] = dcb_qos(app, pfc)
+            except RdmaParseError as error:
+                module.fail_json(msg="Cannot read the QoS of %s from dcb: %s" % (netdev, error), app=app, pfc=pfc)
+        return qos
+    mlnx_qos = required_command(module, "mlnx_qos", "the RoCE QoS state")
+    for netdev in netdevs:
+        qos[netdev] = run_parsed(module, [mlnx_qos, "-i", netdev], parse_mlnx_qos)
+    return qos
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -265,23 +332,23 @@ def main():
             ibdev2netdev=dict(type="str", default="ibdev2netdev"),
             rdma=dict(type="str", default="rdma"),
             mlnx_qos=dict(type="str", default="mlnx_qos"),
+            dcb=dict(type="str", default="dcb"),
+            qos_tool=dict(type="str", default="mlnx_qos", choices=["mlnx_qos", "dcb"]),
             qos_interfaces=dict(type="list", elements="str", default=[]),
             mlxconfig=dict(type="str", default="mlxconfig"),
             firmware_devices=dict(type="list", elements="str", default=[]),
             firmware_params=dict(type="list", elements="str", default=[]),
+            driver_interfaces=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
     ports, sources = read_ports(module)
-    qos = {}
-    if module.params["qos_interfaces"]:
-        mlnx_qos = required_command(module, "mlnx_qos", "the RoCE QoS state")
-        for netdev in module.params["qos_interfaces"]:
-            qos[netdev] = run_parsed(module, [mlnx_qos, "-i", netdev], parse_mlnx_qos)
+    qos = read_qos(module, netdevs_of(module.params["qos_interfaces"], ports)) if module.params["qos_interfaces"] else {}
     firmware = {}
-    if module.params["firmware_devices"]:
+    devices = pci_addresses_of(module.params["firmware_devices"], ports)
+    if devices:
         mlxconfig = required_command(module, "mlxconfig", "the NIC firmware settings")
-        for pci in module.params["firmware_devices"]:
+        for pci in devices:
             firmware[pci] = run_parsed(module, [mlxconfig, "-d", pci, "-e", "query"] + module.params["firmware_params"],
                                        parse_mlxconfig_query)
     module.exit_json(
@@ -292,6 +359,7 @@ def main():
             rdma_sources=sources,
             rdma_qos=qos,
             rdma_firmware=firmware,
+            rdma_interface_drivers={name: interface_drivers(name, module.params["sysfs_root"]) for name in module.params["driver_interfaces"]},
         ),
     )
 

@@ -11,11 +11,15 @@ import pytest
 from ansible_collections.onprem.gpu.plugins.module_utils._rdma import (
     RdmaParseError,
     common_gid_index,
+    dcb_qos,
+    interface_drivers,
     gid_ipv4,
     merge_ports,
     normalise_gid,
     parse_gid_lines,
     parse_ibdev2netdev,
+    parse_dcb_app_dscp,
+    parse_dcb_pfc,
     parse_ibv_devinfo,
     parse_mlnx_qos,
     parse_mlxconfig_query,
@@ -277,3 +281,44 @@ def test_rails_with_different_gid_indexes_have_no_common_index():
         {"roce_v2_ipv4_gid": {"index": 3}}, {"roce_v2_ipv4_gid": {"index": 5}}, {"roce_v2_ipv4_gid": None}]
     assert common_gid_index(ports) is None
     assert common_gid_index(ports[:1] + ports[2:]) == 3
+
+
+# dcb (outputs as the iproute2 dcb-pfc(8) and dcb-app(8) man pages show them)
+
+DCB_PFC_SHOW = "pfc-cap 8 macsec-bypass off delay 4096\nprio-pfc 0:off 1:off 2:off 3:off 4:off 5:off 6:on 7:on\n"
+DCB_APP_SHOW = "dscp-prio 0:0 24:2 24:3 48:6\n"
+
+
+def test_dcb_pfc_and_app_tables():
+    assert parse_dcb_pfc(DCB_PFC_SHOW) == {"pfc_enabled": [0, 0, 0, 0, 0, 0, 1, 1], "pfc_priorities": [6, 7]}
+    assert parse_dcb_app_dscp(DCB_APP_SHOW) == {0: [0], 2: [24], 3: [24], 6: [48]}
+    assert parse_dcb_app_dscp("") == {}
+    with pytest.raises(RdmaParseError):
+        parse_dcb_pfc("pfc-cap 8 macsec-bypass off delay 0\n")
+    with pytest.raises(RdmaParseError, match="-N"):
+        parse_dcb_app_dscp("dscp-prio 0:0 CS3:2\n")
+
+
+def test_dcb_trust_follows_the_app_table():
+    assert dcb_qos(DCB_APP_SHOW, DCB_PFC_SHOW)["trust"] == "dscp"
+    state = dcb_qos("", "prio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off\n")
+    assert state == {"pfc_enabled": [0, 0, 0, 1, 0, 0, 0, 0], "pfc_priorities": [3], "dcbx_mode": None, "trust": "pcp", "dscp2prio": {},
+                     "cable_len": None}
+
+
+def test_interface_drivers_follow_the_lower_devices(tmp_path):
+    net = tmp_path / "class" / "net"
+    drivers = tmp_path / "bus" / "pci" / "drivers"
+    for name, driver in (("ens1f0np0", "mlx5_core"), ("eno1", "igb")):
+        (drivers / driver).mkdir(parents=True, exist_ok=True)
+        (net / name / "device").mkdir(parents=True)
+        (net / name / "device" / "driver").symlink_to(drivers / driver)
+    (net / "bond0").mkdir()
+    (net / "bond0" / "lower_ens1f0np0").symlink_to(net / "ens1f0np0")
+    (net / "bond0.100").mkdir()
+    (net / "bond0.100" / "lower_bond0").symlink_to(net / "bond0")
+    (net / "veth1").mkdir()
+    assert interface_drivers("bond0.100", str(tmp_path)) == ["mlx5_core"]
+    assert interface_drivers("eno1", str(tmp_path)) == ["igb"]
+    assert interface_drivers("veth1", str(tmp_path)) == []
+    assert interface_drivers("missing", str(tmp_path)) == []

@@ -96,3 +96,38 @@ def test_firmware_settings_are_read_per_device(tmp_path, capsys):
     result, dummy = run_module({"sysfs_root": str(tmp_path), "firmware_devices": ["0000:1a:00.0"],
                                 "firmware_params": ["SRIOV_EN", "NUM_OF_VFS"]}, tools, outputs, capsys)
     assert result["ansible_facts"]["rdma_firmware"]["0000:1a:00.0"]["NUM_OF_VFS"]["next_boot"] == "8"
+
+
+IBDEV2NETDEV = "0000:1a:00.0 mlx5_0 (MT4129 - NA) fw 28.43.3608 port 1 (ACTIVE) ==> ens1np0 (Up)\n"
+
+
+def test_inbox_qos_is_read_with_dcb_for_rails_given_by_pci_address(tmp_path, capsys):
+    tools = {"ibdev2netdev": "/usr/sbin/ibdev2netdev", "dcb": "/usr/sbin/dcb"}
+    outputs = {
+        ("/usr/sbin/ibdev2netdev", "-v"): (0, IBDEV2NETDEV, ""),
+        ("/usr/sbin/dcb", "-N", "app", "show", "dev", "ens1np0", "dscp-prio"): (0, "dscp-prio 24:3 26:3\n", ""),
+        ("/usr/sbin/dcb", "pfc", "show", "dev", "ens1np0", "prio-pfc"): (0, "prio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off\n", ""),
+    }
+    result, calls = run_module({"sysfs_root": str(tmp_path), "qos_tool": "dcb", "qos_interfaces": ["0000:1a:00.0", "0000:9c:00.0"]},
+                               tools, outputs, capsys)
+    assert result["ansible_facts"]["rdma_qos"] == {"ens1np0": {
+        "trust": "dscp", "pfc_enabled": [0, 0, 0, 1, 0, 0, 0, 0], "pfc_priorities": [3], "dscp2prio": {"3": [24, 26]}, "dcbx_mode": None,
+        "cable_len": None}}
+    assert not any("mlnx_qos" in " ".join(call) for call in calls)
+
+
+def test_qos_without_dcb_says_which_tool_is_missing(tmp_path, capsys):
+    result, dummy = run_module({"sysfs_root": str(tmp_path), "qos_tool": "dcb", "qos_interfaces": ["ens9"]}, {}, {}, capsys)
+    assert result["failed"] is True
+    assert result["msg"] == "dcb is needed to read the RoCE QoS state but is not installed (option dcb)."
+
+
+def test_firmware_of_a_rail_given_by_netdev_and_drivers_of_interfaces(tmp_path, capsys):
+    tools = {"ibdev2netdev": "/usr/sbin/ibdev2netdev", "mlxconfig": "/usr/bin/mlxconfig"}
+    argv = ("/usr/bin/mlxconfig", "-d", "0000:1a:00.0", "-e", "query", "SRIOV_EN", "NUM_OF_VFS")
+    outputs = {("/usr/sbin/ibdev2netdev", "-v"): (0, IBDEV2NETDEV, ""), argv: (0, fixture("mlxconfig_-e_q__constructed.txt"), "")}
+    (tmp_path / "class" / "net" / "eth0").mkdir(parents=True)
+    result, dummy = run_module({"sysfs_root": str(tmp_path), "firmware_devices": ["ens1np0", "ens7np0"], "driver_interfaces": ["eth0"],
+                                "firmware_params": ["SRIOV_EN", "NUM_OF_VFS"]}, tools, outputs, capsys)
+    assert list(result["ansible_facts"]["rdma_firmware"]) == ["0000:1a:00.0"]
+    assert result["ansible_facts"]["rdma_interface_drivers"] == {"eth0": []}
