@@ -8,6 +8,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.onprem.gpu.plugins.module_utils._addons import datacenter
 from ansible_collections.onprem.gpu.plugins.module_utils._addons_render import tree
+from ansible_collections.onprem.gpu.plugins.module_utils._rdma_rails import nccl_traffic_class
 
 
 def _get(host_vars, name, default=None):
@@ -88,7 +89,8 @@ def describe(hostvars, groups, settings):
         places = [int(_get(_host(hostvars, host), "rdma_address_index", position)) for position, host in enumerate(address_hosts)]
         nccl = dict(dc_settings.get("cluster_addons_nccl") or {})
         if nccl.get("ib_tc") is None:
-            nccl["ib_tc"] = int(_get(first, "rdma_qos_tos", 106))
+            # The traffic class the rdma role writes into /etc/nccl.conf for the same ToS (rdma_nccl_ib_tc).
+            nccl["ib_tc"] = nccl_traffic_class(_get(first, "rdma_qos_tos", 106))
         dc_settings["cluster_addons_nccl"] = nccl
         descriptions.append({
             "name": name,

@@ -294,6 +294,11 @@ def verify_problems(rails, ports, qos, settings, unit=None):
 
 # NCCL, firmware, the driver --------------------------------------------------------------------------------------------
 
+def nccl_traffic_class(tos):
+    """NCCL_IB_TC for a RoCE ToS: its DSCP in the upper six bits, the ECN bits left to the NIC (DSCP << 2)."""
+    return (int(tos) >> 2) << 2
+
+
 def nccl_settings(rails, ports, ethernet, tos):
     """What NCCL must be told about this host's rails: the RoCEv2 GID index they share (None on InfiniBand or when they
     differ), the traffic class (DSCP << 2 of the configured ToS, None on InfiniBand, where the SM sets the service
@@ -302,7 +307,7 @@ def nccl_settings(rails, ports, ethernet, tos):
     indexes = {port["roce_v2_ipv4_gid"]["index"] for port in ports if port.get("netdev") in netdevs and port.get("roce_v2_ipv4_gid")}
     return {
         "ib_gid_index": indexes.pop() if ethernet and len(indexes) == 1 else None,
-        "ib_tc": (int(tos) >> 2) << 2 if ethernet else None,
+        "ib_tc": nccl_traffic_class(tos) if ethernet else None,
         "ib_hca": [rail["ibdev"] for rail in rails],
     }
 
