@@ -7,7 +7,8 @@
 
 The module's real main() runs against the lab's nvidia-smi double, whose call log gives the nvidia-smi
 invocations (total and mutating) and the GPU instances destroyed (-dgi) and created (-cgi). mig-parted's figures
-are computed from its algorithm (shared/reference/mig.md section 2): on every GPU whose MIG devices differ it
+are computed from its algorithm (NVIDIA/mig-parted cmd/nvidia-mig-parted/apply/apply.go and
+pkg/mig/config/config.go, SetMigConfig): on every GPU whose MIG devices differ it
 destroys all compute and GPU instances and creates the whole layout again, one NVML call per instance and
 compute instance, and on a mode change it calls SetMigMode on every GPU of the config. It runs no nvidia-smi
 for that (it uses NVML), except ``nvidia-smi -r`` when an Ampere mode change is pending.
@@ -121,7 +122,7 @@ def main():
     if not (COLLECTIONS / "ansible_collections" / "onprem" / "gpu").exists():
         raise SystemExit("The collection is not linked under .build/collections yet: run `make venv` (or the unit tests) first.")
     sys.path.insert(0, str(COLLECTIONS))
-    print(f"{GPU_COUNT} x {GPU_MODEL}, lab nvidia-smi double; mig-parted figures computed from its algorithm (mig.md section 2)\n")
+    print(f"{GPU_COUNT} x {GPU_MODEL}, lab nvidia-smi double; mig-parted figures computed from its algorithm (NVIDIA/mig-parted pkg/mig/config)\n")
     header = ROW.format("transition", "calls", "mutating", "GIs destroyed", "GIs created", "GIs destroyed", "GIs created", "NVML changes")
     print(f"{'':52} | {'onprem.gpu.mig_config':^41} | {'mig-parted apply':^39}")
     print(header)

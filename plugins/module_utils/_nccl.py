@@ -44,6 +44,13 @@ _SOCKET_DEVICES = re.compile(r"NCCL INFO NET/Socket ?: Using ")
 # One " [0]mlx5_0:1/RoCE" per device in the "NET/IB : Using" line.
 _LINK_LAYER = re.compile(r"\[\d+\][^\s:]+:\d+/(IB|RoCE)\b")
 _NCCL_WARN = re.compile(r"NCCL WARN (.*?)\s*$")
+# NVLink SHARP (NVLS), NVIDIA/nccl src/transport/nvls.cc and src/init.cc, both at NCCL_DEBUG_SUBSYS=INIT:
+# "NVLS multicast support is [not ]available on dev 0", and "32 coll channels, 32 collnet channels, 16 nvls channels, ..."
+# once the graphs are searched (0 nvls channels when NVLS was found unusable after all).
+_NVLS_SUPPORT = re.compile(r"NCCL INFO NVLS multicast support is (not )?available on dev \d+")
+_NVLS_CHANNELS = re.compile(r"NCCL INFO \d+ coll channels, \d+ collnet channels, (\d+) nvls channels")
+# src/graph/tuning.cc at NCCL_DEBUG_SUBSYS=ENV (in NCCL's default subsystems).
+_ALGO_SET = re.compile(r"NCCL INFO NCCL_ALGO set by environment to (\S+)")
 
 _TEST_FAILURE = re.compile(r"^(\S+): Test (NCCL|CUDA) failure \S+ '(.*)'\s*$")
 _TEST_TIMEOUT = re.compile(r"^(\S+): Test timeout \((\d+)s\)")
@@ -91,18 +98,56 @@ def parse(text):
     return _parse_text([_LAUNCHER_PREFIX.sub("", line, count=1) for line in text.splitlines()])
 
 
-def judge(result, min_busbw=None, min_size=0, expect_transport=None, expect_ranks=None, expect_hosts=None):
-    """Return ``verdict`` ('pass' or 'fail'), ``reasons`` (sentences) and ``judged_busbw`` for a parse() result.
+def judge(
+    result, min_busbw=None, min_size=0, expect_transport=None, expect_ranks=None, expect_hosts=None, min_busbw_without_nvls=None, nccl_algo=None
+):
+    """Return ``verdict`` ('pass' or 'fail'), ``reasons`` (sentences), ``judged_busbw`` and ``judged_min_busbw`` for a parse() result.
 
     ``judged_busbw`` is the peak busbw over the rows of at least ``min_size`` bytes, the value compared with
-    ``min_busbw`` (GB/s); the sweep average is never judged because small messages drag it down.
+    ``judged_min_busbw`` (GB/s); the sweep average is never judged because small messages drag it down.
+    ``judged_min_busbw`` is ``min_busbw_without_nvls`` when it is given and NCCL did not use NVLink SHARP
+    (nvls_in_use() is False: its log says so, or ``nccl_algo``, the run's NCCL_ALGO, leaves NVLS out of
+    all-reduce), else ``min_busbw``: a run that does not say stays held to ``min_busbw``.
     """
     judged_busbw = _peak_busbw(row for row in result["rows"] if row["size"] >= min_size)
+    without_nvls = min_busbw_without_nvls is not None and nvls_in_use(result, nccl_algo) is False
+    threshold = min_busbw_without_nvls if without_nvls else min_busbw
     reasons = list(result["errors"])
     reasons += _layout_reasons(result, expect_ranks, expect_hosts)
     reasons += _transport_reasons(result, expect_transport)
-    reasons += _bandwidth_reasons(result["rows"], judged_busbw, min_busbw, min_size)
-    return {"verdict": "fail" if reasons else "pass", "reasons": reasons, "judged_busbw": judged_busbw}
+    reasons += _bandwidth_reasons(result["rows"], judged_busbw, threshold, min_size, without_nvls)
+    return {"verdict": "fail" if reasons else "pass", "reasons": reasons, "judged_busbw": judged_busbw, "judged_min_busbw": threshold}
+
+
+def nvls_in_use(result, nccl_algo=None):
+    """Return whether all-reduce could use NVLink SHARP in this run: True, False, or None when nothing says.
+
+    False when ``nccl_algo`` (the NCCL_ALGO the run was given) leaves NVLS out of all-reduce, else what
+    NCCL's log said (the ``nvls`` of parse()).
+    """
+    if nccl_algo and not algo_allows_nvls(nccl_algo):
+        return False
+    return result.get("nvls")
+
+
+def algo_allows_nvls(algo):
+    """Return whether an NCCL_ALGO value lets all-reduce use NVLS, read as NCCL's parseList() reads it.
+
+    "ring,tree" or "^nvls" apply to every collective; a later "allreduce:..." entry replaces them for all-reduce.
+    """
+    allowed = True
+    for index, entry in enumerate(part for part in algo.split(";") if part):
+        prefix, separator, names = entry.partition(":")
+        if not separator:
+            if index:
+                continue  # NCCL refuses this value; whichever way, it is not ours to read
+            prefix, names = None, entry
+        if prefix is not None and prefix.strip().lower() != "allreduce":
+            continue
+        excluded = names.startswith("^")
+        listed = "nvls" in [name.strip().lower() for name in names.lstrip("^").split(",")]
+        allowed = listed != excluded
+    return allowed
 
 
 def exit_reasons(rc, timed_out, timeout):
@@ -158,15 +203,21 @@ def all_reduce_perf_argv(binary, gpus_per_process, min_bytes, max_bytes, step_fa
     return [binary] + [text for flag, value in flags for text in (flag, str(value))]
 
 
-def mpirun_argv(mpirun, hosts, slots, variable_names, extra_args=(), as_root=False):
+def mpirun_argv(mpirun, hosts, slots, variable_names, extra_args=(), as_root=False, tcp_include=()):
     """Return the OpenMPI argv that starts one rank per GPU on every host.
 
     ``-x NAME`` without a value forwards the variable from mpirun's environment, so values (secrets
     included) never appear on a command line; ``--bind-to none`` because OpenMPI's default core binding
-    slows NCCL down (NVIDIA/nccl#644).
+    slows NCCL down (NVIDIA/nccl#644). ``tcp_include`` (interface names or CIDR subnets) pins OpenMPI's own
+    TCP traffic, its out-of-band channel to the orted daemons and its TCP BTL, to those networks
+    (``oob_tcp_if_include``, ``btl_tcp_if_include``): otherwise OpenMPI tries every interface, the RDMA
+    rails' and container bridges' included, and a job can hang on one that does not route.
     """
     argv = [mpirun] + (["--allow-run-as-root"] if as_root else [])
     argv += ["-np", str(len(hosts) * slots), "-H", ",".join(f"{host}:{slots}" for host in hosts), "--bind-to", "none"]
+    if tcp_include:
+        networks = ",".join(tcp_include)
+        argv += ["--mca", "oob_tcp_if_include", networks, "--mca", "btl_tcp_if_include", networks]
     for name in sorted(variable_names):
         argv += ["-x", name]
     return argv + list(extra_args)
@@ -185,6 +236,7 @@ def _result(**found):
         "transport": None,
         "link_layers": [],
         "nccl_warnings": [],
+        "nvls": None,
         "errors": [],
         "usage_text": False,
     }
@@ -210,6 +262,7 @@ def _parse_text(lines):
         transport=_transport(lines),
         link_layers=sorted(_unique(layer for line in lines if _IB_DEVICES.search(line) for layer in _LINK_LAYER.findall(line))),
         nccl_warnings=_unique(match.group(1) for match in _matches(_NCCL_WARN, lines)),
+        nvls=_nvls(lines),
         usage_text=any(_USAGE.search(line) for line in lines),
     )
     footer_seen = out_of_bounds is not None or average is not None
@@ -340,6 +393,18 @@ def _transport(lines):
     if any(_IB_DEVICES.search(line) for line in lines):
         return "IB"
     return "Socket" if socket_used else None
+
+
+def _nvls(lines):
+    """Return whether all-reduce could use NVLink SHARP as NCCL logged it: None when no line says.
+
+    False when any rank found no multicast support or no NVLS channel, or NCCL_ALGO (as NCCL echoes it)
+    leaves NVLS out of all-reduce.
+    """
+    said = [match.group(1) is None for match in _matches(_NVLS_SUPPORT, lines)]
+    said += [int(match.group(1)) > 0 for match in _matches(_NVLS_CHANNELS, lines)]
+    said += [algo_allows_nvls(match.group(1)) for match in _matches(_ALGO_SET, lines)]
+    return all(said) if said else None
 
 
 def _launch_errors(lines, usage_text):
@@ -527,7 +592,7 @@ def _transport_reasons(result, expect_transport):
     return []
 
 
-def _bandwidth_reasons(rows, judged_busbw, min_busbw, min_size):
+def _bandwidth_reasons(rows, judged_busbw, min_busbw, min_size, without_nvls=False):
     if min_busbw is None or not rows:
         return []
     if judged_busbw is None:
@@ -539,7 +604,8 @@ def _bandwidth_reasons(rows, judged_busbw, min_busbw, min_size):
     if judged_busbw >= min_busbw:
         return []
     at = f" at {_size_text(min_size)} and above" if min_size else ""
-    return [f"The peak busbw{at} is {_number_text(judged_busbw)} GB/s, below the required {_number_text(min_busbw)} GB/s."]
+    which = " (the threshold without NVLink SHARP, which NCCL did not use)" if without_nvls else ""
+    return [f"The peak busbw{at} is {_number_text(judged_busbw)} GB/s, below the required {_number_text(min_busbw)} GB/s{which}."]
 
 
 def _peak_busbw(rows):

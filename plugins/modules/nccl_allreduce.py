@@ -141,9 +141,20 @@ options:
     default: mpirun
   mpirun_args:
     description:
-      - Further C(mpirun) arguments, placed before the benchmark, for example V(--mca btl_tcp_if_exclude lo,docker0) as
+      - Further C(mpirun) arguments, placed before the benchmark, for example V(--mca plm_rsh_args "-p 2222") as
         separate items.
       - C(--allow-run-as-root) is added by the module when it runs as root.
+    type: list
+    elements: str
+    default: []
+  mpirun_tcp_include:
+    description:
+      - The networks OpenMPI's own TCP traffic may use, interface names (V(eno1)) or CIDR subnets (V(10.20.0.0/24)),
+        given to C(mpirun) as C(--mca oob_tcp_if_include) (its channel to the daemons it starts on each host) and
+        C(--mca btl_tcp_if_include). Use the management network every host shares.
+      - Empty lets OpenMPI try every interface, the RDMA rails and container bridges included, where a launch can
+        hang on one that does not route between the hosts.
+      - OpenMPI refuses C(btl_tcp_if_exclude) or C(oob_tcp_if_exclude) together with these; leave them out of O(mpirun_args).
     type: list
     elements: str
     default: []
@@ -157,6 +168,14 @@ options:
       - The lowest acceptable peak busbw in GB/s over the rows of at least O(min_size) bytes; unset, bandwidth is not judged.
       - busbw is per rank, not the sum over the fabric. Healthy peaks are around 480 for 8 H100 with NVLink alone,
         230 for 8 A100, 370-480 for two H100 nodes with eight 400G NICs, and about 12 per 100G NIC.
+    type: float
+  min_busbw_without_nvls:
+    description:
+      - The lowest acceptable peak busbw in GB/s when all-reduce could not use NVLink SHARP (NVLS), instead of O(min_busbw).
+      - NCCL says so at C(NCCL_DEBUG=INFO) (C(NVLS multicast support is not available), C(0 nvls channels)), or
+        C(NCCL_ALGO) in O(nccl_env) or O(environment) leaves NVLS out of all-reduce (V(Ring)). A run whose log says
+        nothing about NVLS is held to O(min_busbw).
+      - 8 H100 or H200 reach about 480 with NVLS and 360-370 with the ring alone; unset, O(min_busbw) applies whatever NCCL used.
     type: float
   min_size:
     description:
@@ -185,10 +204,11 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Prove the NVLink fabric of one 8-GPU node
+- name: Prove the NVLink fabric of one 8-GPU node, with or without NVLink SHARP
   onprem.gpu.nccl_allreduce:
     gpus_per_host: 8
-    min_busbw: 430
+    min_busbw: 384
+    min_busbw_without_nvls: 296
 
 - name: Prove the RoCE fabric between two nodes, failing on any fall-back to TCP
   onprem.gpu.nccl_allreduce:
@@ -202,7 +222,7 @@ EXAMPLES = r"""
       NCCL_ALGO: Ring
     expect_transport: RoCE
     min_busbw: 300
-    mpirun_args: [--mca, btl_tcp_if_exclude, "lo,docker0"]
+    mpirun_tcp_include: [eno1]
     timeout: 900
   run_once: true
   register: fabric
@@ -233,10 +253,24 @@ reasons:
   elements: str
   sample: ["The peak busbw at 1 GiB and above is 149.91 GB/s, below the required 300 GB/s."]
 judged_busbw:
-  description: The peak busbw in GB/s over the rows of at least O(min_size) bytes, the value compared with O(min_busbw).
+  description: The peak busbw in GB/s over the rows of at least O(min_size) bytes, the value compared with RV(judged_min_busbw).
   returned: always
   type: float
   sample: 481.93
+judged_min_busbw:
+  description:
+    - The threshold the run was judged against, O(min_busbw_without_nvls) when NVLS was not used and that option is set,
+      else O(min_busbw); V(null) when bandwidth is not judged.
+  returned: always
+  type: float
+  sample: 384.0
+nvls:
+  description:
+    - Whether all-reduce could use NVLink SHARP, as NCCL logged it (multicast support, NVLS channels, an echoed C(NCCL_ALGO));
+      V(false) when any rank could not; V(null) when no line says (older NCCL, no INFO lines, or a C(-J) JSON file).
+  returned: always
+  type: bool
+  sample: true
 rows:
   description: The rows of the results table, in the order printed.
   returned: always
@@ -419,8 +453,10 @@ ARGUMENT_SPEC = dict(
     all_reduce_perf=dict(type="str", default="all_reduce_perf"),
     mpirun=dict(type="str", default="mpirun"),
     mpirun_args=dict(type="list", elements="str", default=[]),
+    mpirun_tcp_include=dict(type="list", elements="str", default=[]),
     output_file=dict(type="path"),
     min_busbw=dict(type="float"),
+    min_busbw_without_nvls=dict(type="float"),
     min_size=dict(type="bytes", default="1G"),
     expect_transport=dict(type="str", choices=list(TRANSPORTS)),
 )
@@ -487,7 +523,9 @@ def run_benchmark(module):
         output=stdout + "\n" + stderr,
         report=dict(cmd=cmd, rc=rc, stdout=stdout, stderr=stderr, env=shown_environment),
         reasons=exit_reasons(rc, timed_out, params["timeout"]),
-        expectations=dict(expect_ranks=params["gpus_per_host"] * max(1, len(hosts)), expect_hosts=max(1, len(hosts))),
+        expectations=dict(
+            expect_ranks=params["gpus_per_host"] * max(1, len(hosts)), expect_hosts=max(1, len(hosts)), nccl_algo=environment.get("NCCL_ALGO")
+        ),
     )
 
 
@@ -505,7 +543,9 @@ def benchmark_argv(module, hosts, environment):
     if not hosts:
         return all_reduce_perf_argv(binary, params["gpus_per_host"], **sizes)
     mpirun = find_binary(module, params["mpirun"], "OpenMPI (mpirun)")
-    launcher = mpirun_argv(mpirun, hosts, params["gpus_per_host"], environment, params["mpirun_args"], as_root=os.geteuid() == 0)
+    launcher = mpirun_argv(
+        mpirun, hosts, params["gpus_per_host"], environment, params["mpirun_args"], as_root=os.geteuid() == 0, tcp_include=params["mpirun_tcp_include"]
+    )
     return launcher + all_reduce_perf_argv(binary, 1, **sizes)
 
 
@@ -523,12 +563,20 @@ def main():
     judgement = judge(
         result,
         min_busbw=params["min_busbw"],
+        min_busbw_without_nvls=params["min_busbw_without_nvls"],
         min_size=params["min_size"],
         expect_transport=params["expect_transport"],
         **benchmark.expectations,
     )
     reasons = benchmark.reasons + judgement["reasons"]
-    report = dict(benchmark.report, changed=False, verdict="fail" if reasons else "pass", reasons=reasons, judged_busbw=judgement["judged_busbw"])
+    report = dict(
+        benchmark.report,
+        changed=False,
+        verdict="fail" if reasons else "pass",
+        reasons=reasons,
+        judged_busbw=judgement["judged_busbw"],
+        judged_min_busbw=judgement["judged_min_busbw"],
+    )
     report.update(result)
     if reasons:
         module.fail_json(msg=failure_message(reasons), **report)

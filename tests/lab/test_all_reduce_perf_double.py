@@ -32,9 +32,9 @@ ROW = re.compile(r"^ +\d+ +\d+ ")
 LAB_ERROR = "all_reduce_perf (lab double): "
 
 
-def fabric(rails=8, speed=400, link_layer="RoCE", rdma=True, down=(), degraded=(), name="dc1", address="10.89.50.21"):
+def fabric(rails=8, speed=400, link_layer="RoCE", rdma=True, down=(), degraded=(), name="dc1", address="10.89.50.21", lossless=None):
     """The fabric part of hardware.json, as lab_node writes it from the inventory."""
-    return {
+    return ({} if lossless is None else {"lossless_priorities": list(lossless)}) | {
         "name": name,
         "link_layer": link_layer,
         "rdma": rdma,
@@ -78,6 +78,9 @@ class Lab:
             "NCCL_TESTS_DOUBLE_HOSTNAME": host,
             "NCCL_TESTS_DOUBLE_RENDEZVOUS_TIMEOUT": "20",
             "NCCL_TESTS_DOUBLE_HANG_SECONDS": "1",
+            # NCCL's configuration files: this lab's, never the machine's.
+            "NCCL_TESTS_DOUBLE_SYSTEM_CONF": str(self.root / "nccl.conf"),
+            "HOME": str(self.root),
         })
         environment.update(extra or {})
         return environment
@@ -296,6 +299,27 @@ def test_single_node_peak_matches_published_numbers(lab, model, low, high):
     assert low <= peak(result.stdout) <= high
 
 
+@pytest.mark.parametrize(("model", "env", "nvls", "low", "high"), [
+    pytest.param(H100, {}, True, 465, 485, id="h100-nvls"),
+    # NVIDIA/nccl-tests#212: about 370 GB/s "when running with NCCL_ALGO=RING".
+    pytest.param(H100, {"NCCL_ALGO": "Ring"}, True, 355, 372, id="h100-algo-ring"),
+    pytest.param(H100, {"NCCL_ALGO": "^nvls"}, True, 355, 372, id="h100-algo-without-nvls"),
+    pytest.param(H100, {"NCCL_ALGO": "ring,nvls"}, True, 465, 485, id="h100-algo-with-nvls"),
+    pytest.param(H100, {"NCCL_NVLS_ENABLE": "0"}, None, 355, 372, id="h100-nvls-disabled"),
+    pytest.param("NVIDIA A100-SXM4-80GB", {}, False, 225, 240, id="a100-has-none"),
+])
+def test_single_node_nvls(lab, model, env, nvls, low, high):
+    result = lab.run(["-b", "8G", "-e", "8G", "-g", "8"], hardware=node(model), env=dict(env, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET"))
+    support = re.findall(r"^dc1-gpu1:\d+:\d+ \[(\d)\] NCCL INFO NVLS multicast support is (not )?available on dev (\d)$", result.stdout, re.M)
+    channels = re.findall(r"NCCL INFO 24 coll channels, 24 collnet channels, (\d+) nvls channels, 32 p2p channels", result.stdout)
+    if nvls is None:
+        assert support == [] and channels == ["0"] * 8  # ncclNvlsInit returns before its line with NCCL_NVLS_ENABLE=0
+    else:
+        assert support == [(str(dev), "" if nvls else "not ", str(dev)) for dev in range(8)]
+        assert channels == ["16" if nvls else "0"] * 8
+    assert low <= peak(result.stdout) <= high
+
+
 def test_curve_is_latency_bound_then_saturates(lab):
     result = lab.run(["-b", "1K", "-e", "16G", "-f", "2", "-g", "8"], hardware=node("NVIDIA A100-SXM4-40GB"))
     table = [cells(row) for row in rows(result.stdout)]
@@ -413,6 +437,38 @@ def test_the_slowest_node_sets_the_busbw(lab, second, low, high):
     first = node(address="10.89.50.21", link_layer=second["fabric"]["link_layer"], speed=second["fabric"]["rail_gbps"])
     results = lab.job(two_nodes(first, second), ["-b", "8G", "-e", "8G", "-g", "1"])
     assert low <= peak(results[0].stdout) <= high
+
+
+@pytest.mark.parametrize(("traffic_class", "where", "low", "high"), [
+    pytest.param(None, None, 175, 190, id="unset-sends-in-class-0"),
+    pytest.param("0", "env", 175, 190, id="class-0"),
+    pytest.param("96", "env", 355, 372, id="dscp-24-priority-3"),
+    pytest.param("106", "env", 355, 372, id="dscp-26-priority-3"),
+    pytest.param("106", "/etc/nccl.conf", 355, 372, id="from-etc-nccl-conf"),
+    pytest.param("106", "~/.nccl.conf", 355, 372, id="from-home-nccl-conf"),
+    pytest.param("138", "env", 175, 190, id="dscp-34-priority-4"),
+])
+def test_roce_outside_the_lossless_priority_degrades_under_load(lab, traffic_class, where, low, high):
+    env = {"NCCL_IB_TC": traffic_class} if where == "env" else {}
+    if where in ("/etc/nccl.conf", "~/.nccl.conf"):
+        (lab.root / ("nccl.conf" if where == "/etc/nccl.conf" else ".nccl.conf")).write_text(f"NCCL_IB_GID_INDEX=3\nNCCL_IB_TC={traffic_class}\n")
+    nodes = two_nodes(node(lossless=[3]), node(address="10.89.50.22", lossless=[3]))
+    results = lab.job(nodes, ["-b", "8G", "-e", "8G", "-g", "1"], env=env)
+    assert low <= peak(results[0].stdout) <= high
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    pytest.param(node(lossless=[]), node(address="10.89.50.22", lossless=[]), id="fabric-without-pfc"),
+    pytest.param(node(link_layer="IB", lossless=[3]), node(address="10.89.50.22", link_layer="IB", lossless=[3]), id="infiniband"),
+])
+def test_traffic_class_matters_only_on_a_pfc_protected_roce_fabric(lab, first, second):
+    results = lab.job(two_nodes(first, second), ["-b", "8G", "-e", "8G", "-g", "1"])
+    assert 355 <= peak(results[0].stdout) <= 372
+
+
+def test_a_single_node_does_not_load_the_fabric(lab):
+    result = lab.run(["-b", "8G", "-e", "8G", "-g", "8"], hardware=node(lossless=[3]))
+    assert 465 <= peak(result.stdout) <= 485
 
 
 def test_busbw_falls_slowly_with_node_count(lab):

@@ -47,6 +47,16 @@ def test_mpi_user_and_its_key(node):
     assert "memlock unlimited" in node.file("/etc/security/limits.d/90-nccl-tests.conf").content_string
 
 
+def test_mpi_user_manager_lingers(node):
+    """Its systemd manager stays up, so ssh logins (every mpirun launch) neither start nor stop one."""
+    assert node.file(f"/var/lib/systemd/linger/{MPI_USER}").exists
+    uid = node.check_output(f"id -u {MPI_USER}")
+    assert node.service(f"user@{uid}.service").is_running
+    before = node.check_output(f"systemctl show --property=ExecMainStartTimestampMonotonic user@{uid}.service")
+    assert as_mpi_user(node, f"ssh -o BatchMode=yes {node.check_output('hostname')} true").rc == 0
+    assert node.check_output(f"systemctl show --property=ExecMainStartTimestampMonotonic user@{uid}.service") == before
+
+
 def test_peers_host_keys_are_trusted_and_sshd_runs(node):
     known = node.file("/etc/ssh/ssh_known_hosts").content_string
     block = known.split("# BEGIN onprem.gpu nccl_tests peers\n")[1].split("# END onprem.gpu nccl_tests peers")[0]

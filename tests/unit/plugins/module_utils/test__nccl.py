@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.onprem.gpu.plugins.module_utils._nccl import (
+    algo_allows_nvls,
     all_reduce_perf_argv,
     benchmark_environment,
     exit_reasons,
@@ -49,6 +50,7 @@ def summary(
     warnings=(),
     errors=(),
     usage_text=False,
+    nvls=None,
 ):
     """The expected parse() result of a fixture, with the number of rows in place of the rows."""
     return {
@@ -63,6 +65,7 @@ def summary(
         "transport": transport,
         "link_layers": list(link_layers),
         "nccl_warnings": list(warnings),
+        "nvls": nvls,
         "errors": list(errors),
         "usage_text": usage_text,
     }
@@ -278,6 +281,16 @@ FIXTURE_SUMMARIES = [
         id="v2.20.0-one-rank",
     ),
     pytest.param("missing_libnccl.txt", summary(0, None, None, 0, [], out_of_bounds=None, errors=[NO_TABLE]), id="missing-libnccl"),
+    pytest.param(
+        "singlenode_8xH100_nvls_info_v2.19.6.txt",
+        summary(4, 470.017, 480.41, 8, ["hgx-h100-07"], tests_version="2.19.6", nccl_version="2.28.3", transport="IB", link_layers=["IB"], nvls=True),
+        id="v2.19.6-nvls",
+    ),
+    pytest.param(
+        "singlenode_8xH100_no_nvls_ring_v2.19.6.txt",
+        summary(4, 362, 368.61, 8, ["hgx-h100-08"], tests_version="2.19.6", nccl_version="2.28.3", transport="IB", link_layers=["IB"], nvls=False),
+        id="v2.19.6-no-nvls",
+    ),
 ]
 
 
@@ -302,6 +315,8 @@ COMPLETE_RUNS = [
     "singlenode_8xH100_per-iteration_memory-capped_v2.19.6.txt",
     "singlenode_8xH100_per-iteration_v2.19.6.json",
     "singlenode_1xH100_one_rank_v2.20.0.txt",
+    "singlenode_8xH100_nvls_info_v2.19.6.txt",
+    "singlenode_8xH100_no_nvls_ring_v2.19.6.txt",
 ]
 
 
@@ -763,7 +778,87 @@ SOCKET_FALLBACK = (
     ],
 )
 def test_judge(result, options, verdict, reasons, judged_busbw):
-    assert judge(result, **options) == {"verdict": verdict, "reasons": reasons, "judged_busbw": judged_busbw}
+    assert judge(result, **options) == {"verdict": verdict, "reasons": reasons, "judged_busbw": judged_busbw, "judged_min_busbw": options.get("min_busbw")}
+
+
+NVLS = parse(fixture_text("singlenode_8xH100_nvls_info_v2.19.6.txt"))
+NO_NVLS = parse(fixture_text("singlenode_8xH100_no_nvls_ring_v2.19.6.txt"))
+# 0.8 x 480 (8 x H100 with NVLink SHARP) and 0.8 x 370 (the NVLink ring).
+H100_THRESHOLDS = dict(min_busbw=384, min_busbw_without_nvls=296, min_size=GIB)
+BELOW_WITH_NVLS = "The peak busbw at 1 GiB and above is 368.61 GB/s, below the required 384 GB/s."
+
+
+@pytest.mark.parametrize(
+    "result, options, reasons, judged_min_busbw",
+    [
+        pytest.param(NVLS, H100_THRESHOLDS, [], 384, id="nvls-judged-on-the-nvls-threshold"),
+        pytest.param(NO_NVLS, H100_THRESHOLDS, [], 296, id="no-nvls-judged-on-the-ring-threshold"),
+        pytest.param(NO_NVLS, dict(H100_THRESHOLDS, min_busbw_without_nvls=None), [BELOW_WITH_NVLS], 384, id="no-ring-threshold-given"),
+        pytest.param(
+            NO_NVLS,
+            dict(H100_THRESHOLDS, min_busbw_without_nvls=370),
+            ["The peak busbw at 1 GiB and above is 368.61 GB/s, below the required 370 GB/s (the threshold without NVLink SHARP, which NCCL did not use)."],
+            370,
+            id="no-nvls-below-the-ring-threshold",
+        ),
+        # A run whose log does not say is held to the NVLS threshold.
+        pytest.param(dict(NO_NVLS, nvls=None), H100_THRESHOLDS, [BELOW_WITH_NVLS], 384, id="unknown-is-held-to-nvls"),
+        # NCCL_ALGO=Ring keeps all-reduce off NVLS even where NCCL set it up.
+        pytest.param(dict(NO_NVLS, nvls=True), dict(H100_THRESHOLDS, nccl_algo="Ring"), [], 296, id="nccl-algo-ring"),
+        pytest.param(dict(NO_NVLS, nvls=True), dict(H100_THRESHOLDS, nccl_algo="ring,nvls"), [BELOW_WITH_NVLS], 384, id="nccl-algo-with-nvls"),
+    ],
+)
+def test_judge_threshold_follows_nvls(result, options, reasons, judged_min_busbw):
+    judgement = judge(result, **options)
+    assert (judgement["reasons"], judgement["judged_min_busbw"]) == (reasons, judged_min_busbw)
+
+
+@pytest.mark.parametrize(
+    "lines, nvls",
+    [
+        pytest.param(["h:1:2 [0] NCCL INFO NVLS multicast support is available on dev 0"], True, id="available"),
+        pytest.param(
+            ["h:1:2 [0] NCCL INFO NVLS multicast support is available on dev 0", "h:1:3 [1] NCCL INFO NVLS multicast support is not available on dev 1"],
+            False,
+            id="one-rank-without",
+        ),
+        pytest.param(
+            [
+                "h:1:2 [0] NCCL INFO NVLS multicast support is available on dev 0",
+                "h:1:2 [0] NCCL INFO 24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer",
+            ],
+            False,
+            id="supported-but-no-channel",
+        ),
+        pytest.param(
+            ["h:1:2 [0] NCCL INFO NVLS multicast support is available on dev 0", "h:1:2 [0] NCCL INFO NCCL_ALGO set by environment to Ring"],
+            False,
+            id="algo-echoed",
+        ),
+        pytest.param(["h:1:2 [0] NCCL INFO Using network IB"], None, id="not-said"),
+    ],
+)
+def test_nvls_from_the_log(lines, nvls):
+    assert parse("\n".join(lines))["nvls"] is nvls
+
+
+@pytest.mark.parametrize(
+    "algo, allowed",
+    [
+        ("Ring", False),
+        ("ring,tree", False),
+        ("NVLS,Ring", True),
+        ("^nvls", False),
+        ("^ring", True),
+        ("NVLSTree", False),
+        ("ring;allreduce:nvls,ring", True),
+        ("nvls;allreduce:ring", False),
+        ("ring;broadcast:nvls", False),
+        ("allreduce:^tree", True),
+    ],
+)
+def test_algo_allows_nvls(algo, allowed):
+    assert algo_allows_nvls(algo) is allowed
 
 
 def test_judge_keeps_the_errors_of_the_output_first():
@@ -853,4 +948,13 @@ def test_mpirun_argv(as_root, extra_args, expected_start):
         *("-np", "16", "-H", "gpu-a01:8,10.1.0.12:8", "--bind-to", "none"),
         *("-x", "NCCL_DEBUG", "-x", "NCCL_NET"),
         *extra_args,
+    ]
+
+
+def test_mpirun_argv_pins_openmpi_tcp_to_the_management_network():
+    argv = mpirun_argv("/usr/bin/mpirun", ["gpu-a01", "gpu-a02"], 8, {"NCCL_DEBUG": "INFO"}, ["--tag-output"], tcp_include=["eno1", "10.20.0.0/24"])
+    assert argv == [
+        *("/usr/bin/mpirun", "-np", "16", "-H", "gpu-a01:8,gpu-a02:8", "--bind-to", "none"),
+        *("--mca", "oob_tcp_if_include", "eno1,10.20.0.0/24", "--mca", "btl_tcp_if_include", "eno1,10.20.0.0/24"),
+        *("-x", "NCCL_DEBUG", "--tag-output"),
     ]

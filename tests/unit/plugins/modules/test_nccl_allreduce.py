@@ -112,6 +112,39 @@ def test_run_across_hosts_as_root(capsys):
     assert (result["verdict"], result["reasons"], result["judged_busbw"], result["transport"], result["env"]) == ("pass", [], 391.88, "IB", environment)
 
 
+def test_openmpi_tcp_is_pinned_to_the_management_network(capsys):
+    args = {"hosts": ["gpu-b01", "gpu-b02"], "mpirun_tcp_include": ["eno1"], "min_busbw": 350}
+    stdout = fixture_text("multinode_2x8_H100_ib_info_interleaved_v2.16.7.txt")
+    dummy, result, dummy, run_command = run_module(args, capsys, (0, stdout, ""))
+    launcher = [MPIRUN, "-np", "16", "-H", "gpu-b01:8,gpu-b02:8", "--bind-to", "none"]
+    launcher += ["--mca", "oob_tcp_if_include", "eno1", "--mca", "btl_tcp_if_include", "eno1", "-x", "NCCL_DEBUG", "-x", "NCCL_DEBUG_SUBSYS"]
+    assert run_command.call_args.args[0] == [TIMEOUT, "-k", "30", "600"] + launcher + [ALL_REDUCE_PERF] + SWEEP + ["-g", "1"] + ITERATIONS
+    assert result["verdict"] == "pass"
+
+
+@pytest.mark.parametrize(
+    "fixture, options, verdict, judged_min_busbw",
+    [
+        pytest.param("singlenode_8xH100_nvls_info_v2.19.6.txt", {}, "pass", 384, id="nvls"),
+        pytest.param("singlenode_8xH100_no_nvls_ring_v2.19.6.txt", {}, "pass", 296, id="no-nvls"),
+        pytest.param("singlenode_8xH100_no_nvls_ring_v2.19.6.txt", {"min_busbw_without_nvls": None}, "fail", 384, id="no-nvls-threshold-unset"),
+        # Run with NCCL_ALGO=Ring: the module knows all-reduce kept off NVLS whatever the log says.
+        pytest.param(
+            "singlenode_8xH100_per-iteration_memory-capped_v2.19.6.txt",
+            {"nccl_env": {"NCCL_ALGO": "Ring"}, "min_busbw_without_nvls": 490},
+            "fail",
+            490,
+            id="nccl-algo-ring",
+        ),
+        pytest.param("singlenode_8xH100_per-iteration_memory-capped_v2.19.6.txt", {"min_busbw_without_nvls": 490}, "pass", 384, id="not-said"),
+    ],
+)
+def test_single_node_threshold_follows_nvls(fixture, options, verdict, judged_min_busbw, capsys):
+    args = dict({"min_busbw": 384, "min_busbw_without_nvls": 296}, **options)
+    dummy, result, dummy, dummy = run_module(args, capsys, (0, fixture_text(fixture), ""))
+    assert (result["verdict"], result["judged_min_busbw"]) == (verdict, judged_min_busbw)
+
+
 @pytest.mark.parametrize("min_busbw", [350, 1000], ids=["passing", "failing"])
 def test_secret_values_never_reach_the_result(min_busbw, capsys):
     secret = "tok-9f8e7d6c"
