@@ -12,6 +12,12 @@ from ansible_collections.onprem.gpu.plugins.module_utils._kube import (
     cidr_problems,
     node_metadata_patch,
 )
+from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
+    node_problems,
+    node_work,
+    pause_image,
+    preflight_problems,
+)
 
 
 def kube_ca_cert_hash(pem):
@@ -35,12 +41,39 @@ def kube_node_patch(node, labels, taints):
         raise AnsibleFilterError(f"kube_node_patch: {error}") from None
 
 
+def kube_node_preflight_problems(settings, host, facts=None, wanted=None):
+    """Sentences saying what is wrong with a node's inventory, platform or mirror; empty when none."""
+    return preflight_problems(host, settings, facts, wanted)
+
+
+def kube_node_work(facts, wanted):
+    """What the node base lacks that kube_node changes; empty on a node that needs nothing."""
+    return node_work(facts, wanted)
+
+
+def kube_node_problems(facts, host, wanted):
+    """Sentences saying how the node base differs from what kubelet needs; empty when it is right."""
+    return node_problems(host, facts, wanted)
+
+
+def kube_pause_image(version, repository="registry.k8s.io"):
+    """The pod sandbox (pause) image kubeadm expects for a cluster at ``version``."""
+    try:
+        return pause_image(version, repository)
+    except ValueError as error:
+        raise AnsibleFilterError(f"kube_pause_image: {error}") from None
+
+
 class FilterModule:
-    """Filters of the kubeadm roles: the CA hash joins pin, CIDR checks, pool labels and taints."""
+    """Filters of the kubeadm roles: the CA hash joins pin, CIDR checks, pool labels and taints, node checks, the pause image."""
 
     def filters(self):
         return {
             "kube_ca_cert_hash": kube_ca_cert_hash,
             "kube_cidr_problems": kube_cidr_problems,
             "kube_node_patch": kube_node_patch,
+            "kube_node_preflight_problems": kube_node_preflight_problems,
+            "kube_node_problems": kube_node_problems,
+            "kube_node_work": kube_node_work,
+            "kube_pause_image": kube_pause_image,
         }

@@ -101,7 +101,11 @@ def clusters(tmp_path_factory):
             cp = Node(base, f"{dc}-cp1")
             nodes.append(cp)
             port = free_port()
-            cp.run("kubeadm", "init", "--config", cp.config("kubeadm.yaml", init_config(cp, port)), "--skip-token-print")
+            documents = init_config(cp, port)
+            if dc == "dc2":
+                # An empty list, unlike an absent field, gives a control-plane node no taint at all (kubeadm v1beta4).
+                documents[0]["nodeRegistration"]["taints"] = []
+            cp.run("kubeadm", "init", "--config", cp.config("kubeadm.yaml", documents), "--skip-token-print")
             made[dc] = {"cp": cp, "port": port, "admin": "/etc/kubernetes/admin.conf",
                         "hash": openssl_hash(str(cp.root / "etc/kubernetes/pki/ca.crt"))}
         made["nodes"] = nodes
@@ -142,6 +146,20 @@ def test_the_control_plane_is_registered_and_marked(clusters):
     assert node["status"]["nodeInfo"]["kubeletVersion"] == f"v{VERSION}"
     ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False" and "cni plugin not initialized" in ready["message"]
+
+
+def test_an_empty_taint_list_leaves_the_control_plane_untainted(clusters):
+    (node,) = kubectl_json(clusters["dc2"], "get", "nodes")["items"]
+    assert node["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] == ""
+    assert not node["spec"].get("taints")
+
+
+@pytest.mark.parametrize("label", ["node-role.kubernetes.io/gpu", "node-restriction.kubernetes.io/pool", "example.k8s.io/team"])
+def test_kubelet_exits_on_labels_it_may_not_set(tmp_path, label):
+    node = Node(tmp_path, "dc9-gpu1")
+    result = node.run("kubelet", "--node-labels", f"onprem.gpu/pool=training,{label}=x,node.kubernetes.io/instance-type=h100", check=False)
+    assert result.returncode == 1
+    assert f"unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: [{label}]" in result.stderr
 
 
 def test_the_two_clusters_have_separate_cas(clusters):

@@ -1,0 +1,263 @@
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Pure logic of a Kubernetes node: what the inventory asks, what the node has, what must change, what is wrong.
+
+No Ansible import: the kube_node_facts module reads the node through the parsers here, the filters in
+plugins/filter/kube.py expose the checks, and tests/unit calls them directly.
+"""
+
+from __future__ import annotations
+
+import re
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+# kubeadm's pinned pause image per minor release (PauseVersion in kubernetes' cmd/kubeadm/app/constants/constants.go).
+PAUSE_VERSIONS = {
+    (1, 31): "3.10",
+    (1, 32): "3.10",
+    (1, 33): "3.10",
+    (1, 34): "3.10.1",
+    (1, 35): "3.10.1",
+}
+
+# Labels a kubelet may set on its own Node (k8s.io/kubelet pkg/apis/well_known_labels.go, kubeletLabels), beyond the
+# [*.]kubelet.kubernetes.io/* and [*.]node.kubernetes.io/* namespaces; kubelet refuses any other kubernetes.io or k8s.io
+# label in --node-labels and exits (cmd/kubelet/app/options, "unknown 'kubernetes.io' or 'k8s.io' labels").
+KUBELET_LABELS = frozenset((
+    "kubernetes.io/hostname",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+))
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
+
+_VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)\.([0-9]+)$")
+_ENDPOINT = re.compile(r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")
+_FSTAB_SWAP = re.compile(r"^([^#\s]+\s+\S+\s+swap\s.*)$", re.MULTILINE)
+_INDEX_STANZA = re.compile(r"(?m)^Package: (\S+)\n(?:.+\n)*?Version: (\S+)")
+
+
+def _minor(version) -> tuple[int, int] | None:
+    match = _VERSION.match(str(version))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def pause_image(version, repository: str = "registry.k8s.io") -> str:
+    """The pod sandbox image kubeadm expects for a cluster at ``version`` (a full Kubernetes version)."""
+    minor = _minor(version)
+    if minor is None:
+        raise ValueError(f"kube_version must be a full Kubernetes version such as 1.35.4, not {version!r}.")
+    if minor not in PAUSE_VERSIONS:
+        known = ", ".join(f"{major}.{number}" for major, number in sorted(PAUSE_VERSIONS))
+        raise ValueError(f"the pause image of Kubernetes {minor[0]}.{minor[1]} is not known (known: {known}); "
+                         "set the container runtime's sandbox image explicitly.")
+    return f"{repository.rstrip('/')}/pause:{PAUSE_VERSIONS[minor]}"
+
+
+def kubelet_label_refused(name: str) -> bool:
+    """Whether kubelet refuses to set the label ``name`` on its own Node (--node-labels)."""
+    if "/" not in name:
+        return False
+    domain = name.split("/", 1)[0]
+    reserved = any(domain == suffix or domain.endswith("." + suffix) for suffix in RESERVED_LABEL_DOMAINS)
+    if not reserved or name in KUBELET_LABELS:
+        return False
+    return not any(domain == namespace or domain.endswith("." + namespace) for namespace in KUBELET_LABEL_NAMESPACES)
+
+
+def input_problems(host: str, settings: dict) -> list[str]:
+    """Sentences saying what is wrong with a node's inventory; empty when it can be used.
+
+    ``settings``: version, api_endpoint, pools (the pool groups the host is in), labels, taints, datacenter,
+    control_plane_datacenters (the datacenters that have a control-plane host), control_plane_group.
+    """
+    problems = []
+    version = settings.get("version")
+    if version is None or _minor(version) is None:
+        problems.append(f"{host}: kube_version must be a full Kubernetes version such as 1.35.4 (got {version if version is not None else 'nothing'}); "
+                        "set it in the group_vars of the datacenter.")
+    endpoint = settings.get("api_endpoint")
+    if not isinstance(endpoint, str) or not _ENDPOINT.match(endpoint):
+        problems.append(f"{host}: kube_api_endpoint must be the host:port where the cluster's API answers, for example 10.10.0.10:6443 or "
+                        f"api.dc1.example.internal:6443 (got {endpoint if endpoint is not None else 'nothing'}); set it in the group_vars of the datacenter.")
+    pools = settings.get("pools") or []
+    if len(pools) > 1:
+        problems.append(f"{host} is in the groups {' and '.join(pools)}: a node belongs to one pool, so remove it from all but one of them.")
+    labels, taints = settings.get("labels"), settings.get("taints")
+    taints_ok = isinstance(taints, list) and all(
+        isinstance(taint, dict) and "key" in taint and taint.get("effect", "") in TAINT_EFFECTS for taint in taints)
+    if not isinstance(labels, dict) or not taints_ok:
+        problems.append(f"{host}: kube_node_labels must be a mapping of label names to values and kube_node_taints a list of "
+                        f"{{key, value, effect}} with effect NoSchedule, PreferNoSchedule or NoExecute (got {labels} and {taints}).")
+    elif settings.get("kubelet_labels", True):
+        refused = sorted(name for name in labels if kubelet_label_refused(str(name)))
+        if refused:
+            problems.append(f"{host}: kubelet may not set {', '.join(refused)} on its own Node (NodeRestriction allows only kubelet.kubernetes.io/*, "
+                            "node.kubernetes.io/* and the well-known hostname, os, arch, instance-type, region and zone labels in the "
+                            "kubernetes.io and k8s.io namespaces, and kubelet exits on any other), so drop them from kube_node_labels.")
+    datacenter = settings.get("datacenter")
+    if not datacenter or datacenter not in (settings.get("control_plane_datacenters") or []):
+        problems.append(f"{host}: datacenter {datacenter or '(none)'} has no host in the {settings.get('control_plane_group', 'control_plane')} "
+                        "group, so there is no control plane for it to join; add its control-plane host there.")
+    return problems
+
+
+def parse_dpkg_query(text: str) -> dict:
+    """{package: {version, held}} from `dpkg-query --show --showformat '${Package}\\t${Version}\\t${db:Status-Want} ${db:Status-Status}\\n'`.
+
+    A package that is known but not installed has no version; one that dpkg does not know is absent.
+    """
+    packages = {}
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) != 3 or not fields[0]:
+            continue
+        name, version, status = fields
+        want, _space, state = status.partition(" ")
+        installed = state in ("installed", "half-configured", "unpacked", "triggers-awaited", "triggers-pending")
+        packages[name.split(":")[0]] = {"version": version if installed and version else None, "held": want == "hold"}
+    return packages
+
+
+def parse_systemctl_show(text: str) -> list[dict]:
+    """The property blocks of `systemctl show UNIT... --property ...`, in the order of the units."""
+    blocks = []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        properties = {}
+        for line in block.splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                properties[key] = value
+        if properties:
+            blocks.append(properties)
+    return blocks
+
+
+def offered_versions(index: str, packages: list) -> dict:
+    """{package: [versions]} of the wanted packages in an APT Packages index."""
+    offered = {name: [] for name in packages}
+    for name, version in _INDEX_STANZA.findall(index):
+        if name in offered:
+            offered[name].append(version)
+    return offered
+
+
+def _status(answer: dict) -> str:
+    status = answer.get("status") or -1
+    return f"HTTP {status}" if status > 0 else (answer.get("msg") or "no answer")
+
+
+def mirror_problems(host: str, facts: dict, wanted: dict) -> list[str]:
+    """Sentences saying what the mirror lacks for the cluster's version; empty when it offers everything."""
+    index, key = facts.get("index") or {}, facts.get("key") or {}
+    problems = []
+    if index.get("status") != 200:
+        problems.append(f"{host} cannot read the package index {index.get('url') or wanted['index_url']} ({_status(index)}); "
+                        "check kube_node_repo_url, that the mirror is up, and the network path from this host to it.")
+    else:
+        offers = index.get("offered") or {}
+        prefix = wanted["version"] + "-"
+        missing = [name for name in wanted["packages"] if not any(version.startswith(prefix) for version in offers.get(name, []))]
+        if missing:
+            kubeadm = ", ".join(offers.get("kubeadm", [])) or "in no version"
+            problems.append(f"The mirror {wanted['repo_url']} has no {', '.join(missing)} at Kubernetes {wanted['version']} (it offers kubeadm {kubeadm}); "
+                            "set kube_version to an offered version or publish it on the mirror.")
+    if key.get("status") != 200 or "-----BEGIN PGP PUBLIC KEY BLOCK-----" not in (key.get("content") or ""):
+        problems.append(f"{host} gets no ASCII-armored signing key from {wanted['key_url']} ({_status(key)}); check kube_node_repo_key_url.")
+    return problems
+
+
+def platform_problems(host: str, facts: dict) -> list[str]:
+    os_release = facts.get("os_release") or {}
+    family = {os_release.get("ID", "")} | set(os_release.get("ID_LIKE", "").split())
+    if "debian" in family:
+        return []
+    name = os_release.get("PRETTY_NAME") or os_release.get("ID") or "an unknown system"
+    return [f"{host} runs {name}; the kube_node role installs kubelet, kubeadm and kubectl on Debian 12 and Ubuntu 22.04/24.04 only so far "
+            "(EL 9 is not implemented yet)."]
+
+
+def _sysctls_differ(facts: dict, wanted: dict) -> list[str]:
+    now = facts.get("sysctls") or {}
+    return [f"{name}={value}" for name, value in wanted["sysctls"].items() if now.get(name) != str(value)]
+
+
+def _same_text(found, wanted) -> bool:
+    # A template lookup and the template module may differ in the last newline only.
+    return found is not None and found.rstrip("\n") == str(wanted).rstrip("\n")
+
+
+def node_work(facts: dict, wanted: dict) -> dict:
+    """What the node base lacks that the role changes, one short phrase each: {install: [...], configure: [...]}.
+
+    ``wanted``: version, packages, install_files and configure_files ({path: content}), sysctls, kernel_modules, swap_off.
+    Both lists are empty on a node that needs nothing.
+    """
+    files = facts.get("files") or {}
+    packages = facts.get("packages") or {}
+    prefix = wanted["version"] + "-"
+    install = [f"write {path}" for path, content in wanted["install_files"].items() if not _same_text(files.get(path), content)]
+    install += [f"install {name}" for name in wanted["packages"] if not (packages.get(name, {}).get("version") or "").startswith(prefix)]
+    install += [f"hold {name}" for name in wanted["packages"] if not packages.get(name, {}).get("held")]
+    configure = [f"write {path}" for path, content in wanted["configure_files"].items() if not _same_text(files.get(path), content)]
+    present = facts.get("kernel_modules") or []
+    configure += [f"load {module}" for module in wanted["kernel_modules"] if module not in present]
+    configure += [f"set {item}" for item in _sysctls_differ(facts, wanted)]
+    units = facts.get("units") or {}
+    if wanted["swap_off"]:
+        if facts.get("swap_areas"):
+            configure.append("turn swap off")
+        if _FSTAB_SWAP.search(files.get("/etc/fstab") or ""):
+            configure.append("comment out swap in /etc/fstab")
+        if units.get("swap.target", {}).get("UnitFileState") != "masked":
+            configure.append("mask swap.target")
+    if units.get("kubelet.service", {}).get("UnitFileState") != "enabled":
+        configure.append("enable kubelet")
+    return {"install": install, "configure": configure}
+
+
+def node_problems(host: str, facts: dict, wanted: dict) -> list[str]:
+    """Sentences saying how the node base differs from what kubelet needs; empty when it is right."""
+    packages = facts.get("packages") or {}
+    version = wanted["version"]
+    wrong = [name for name in wanted["packages"] if not (packages.get(name, {}).get("version") or "").startswith(version + "-")]
+    kubelet = facts.get("kubelet_version") or ""
+    if not re.search("v" + re.escape(version) + r"(\s|$)", kubelet):
+        wrong.append("kubelet (the binary)")
+    problems = []
+    if wrong:
+        problems.append(f"not at v{version}: {', '.join(wrong)}")
+    unheld = [name for name in wanted["packages"] if not packages.get(name, {}).get("held")]
+    if unheld:
+        problems.append(f"not held: {', '.join(unheld)}")
+    if wanted["swap_off"] and facts.get("swap_areas"):
+        problems.append("swap is on (/proc/swaps lists areas); run swapoff -a")
+    differ = _sysctls_differ(facts, wanted)
+    if differ:
+        found = ", ".join(f"{name}={value}" for name, value in (facts.get("sysctls") or {}).items())
+        problems.append(f"sysctls differ: wanted {', '.join(differ)}, found {found}")
+    mounts = (facts.get("units") or {}).get("kubelet.service", {}).get("RequiresMountsFor", "").split()
+    missing = [mount for mount in wanted["required_mounts"] if mount not in mounts]
+    if missing:
+        problems.append(f"kubelet does not wait for {', '.join(missing)} (RequiresMountsFor is \"{' '.join(mounts)}\"); "
+                        "run the nvme_cache role, which writes the drop-in")
+    return [f"{host}: {'; '.join(problems)}."] if problems else []
+
+
+def preflight_problems(host: str, settings: dict, facts: dict | None = None, wanted: dict | None = None) -> list[str]:
+    """The inventory's problems; when it has none and the node was read, the platform's and the mirror's."""
+    problems = input_problems(host, settings)
+    if problems or facts is None:
+        return problems
+    return platform_problems(host, facts) + mirror_problems(host, facts, wanted or {})

@@ -1,0 +1,252 @@
+#!/usr/bin/python
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: kube_node_facts
+short_description: Read in one task what a Kubernetes node has and what its package mirror offers
+version_added: 0.1.0
+description:
+  - Reads C(/etc/os-release), the versions and holds of the Kubernetes packages (one C(dpkg-query) call), C(kubelet --version),
+    sysctls and swap areas from C(/proc), which kernel modules are present (loaded or built in), the given files and the unit
+    file state and mount dependencies of the given systemd units (one C(systemctl show) call).
+  - Optionally fetches the APT package index of the mirror (reporting only the versions of O(packages) it offers) and the
+    repository's signing key, from the node, as APT will.
+  - Changes nothing; the kube_node role compares the result with the inventory through the C(onprem.gpu.kube_node_*) filters.
+author:
+  - onprem.gpu maintainers (@onprem-gpu)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads; it runs the same way in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: debian
+options:
+  packages:
+    description: Debian packages whose installed version and hold are read.
+    type: list
+    elements: str
+    default: []
+  sysctls:
+    description: Sysctls read from C(/proc/sys).
+    type: list
+    elements: str
+    default: []
+  kernel_modules:
+    description: Kernel modules looked for, loaded or built in.
+    type: list
+    elements: str
+    default: []
+  files:
+    description: Files whose text is returned (V(null) for a missing file).
+    type: list
+    elements: path
+    default: []
+  units:
+    description: systemd units whose C(UnitFileState) and C(RequiresMountsFor) are read.
+    type: list
+    elements: str
+    default: []
+  index_url:
+    description:
+      - URL of an APT C(Packages) index; the versions it offers of O(packages) are returned. Empty reads none.
+      - C({architecture}) in it stands for the node's Debian architecture (C(dpkg --print-architecture)).
+    type: str
+    default: ""
+  key_url:
+    description: URL of the repository's ASCII-armored signing key, returned as text. Empty reads none.
+    type: str
+    default: ""
+  kubelet:
+    description: The kubelet binary asked for its version; a bare name is looked up in E(PATH).
+    type: str
+    default: kubelet
+notes:
+  - Every command runs with C(LC_ALL=C).
+"""
+
+EXAMPLES = r"""
+- name: Read the node and the mirror
+  onprem.gpu.kube_node_facts:
+    packages: [kubelet, kubeadm, kubectl]
+    sysctls: [net.ipv4.ip_forward]
+    kernel_modules: [overlay, br_netfilter]
+    files: [/etc/fstab]
+    units: [kubelet.service, swap.target]
+    index_url: https://pkgs.k8s.io/core:/stable:/v1.35/deb/Packages
+    key_url: https://pkgs.k8s.io/core:/stable:/v1.35/deb/Release.key
+  register: node
+"""
+
+RETURN = r"""
+os_release:
+  description: The fields of C(/etc/os-release).
+  returned: always
+  type: dict
+  sample: {ID: debian, VERSION_ID: "12"}
+architecture:
+  description: The machine's architecture as the kernel names it.
+  returned: always
+  type: str
+  sample: x86_64
+packages:
+  description: Each package of O(packages) dpkg knows, with its installed version (V(null) when not installed) and whether it is held.
+  returned: always
+  type: dict
+  sample: {kubelet: {version: 1.35.4-1.1, held: true}}
+kubelet_version:
+  description: What C(kubelet --version) prints; V(null) without kubelet.
+  returned: always
+  type: str
+  sample: Kubernetes v1.35.4
+sysctls:
+  description: The value of each sysctl of O(sysctls) that exists.
+  returned: always
+  type: dict
+  sample: {net.ipv4.ip_forward: "1"}
+swap_areas:
+  description: How many swap areas C(/proc/swaps) lists.
+  returned: always
+  type: int
+  sample: 0
+kernel_modules:
+  description: The modules of O(kernel_modules) that are present, loaded or built in.
+  returned: always
+  type: list
+  elements: str
+  sample: [overlay, br_netfilter]
+files:
+  description: The text of each file of O(files); V(null) when missing.
+  returned: always
+  type: dict
+units:
+  description: C(UnitFileState) and C(RequiresMountsFor) of each unit of O(units).
+  returned: always
+  type: dict
+  sample: {kubelet.service: {UnitFileState: enabled, RequiresMountsFor: /raid}}
+index:
+  description: The URL read (C(url)), its answer (C(status), C(msg)) and C(offered), the versions offered of each of O(packages).
+  returned: when O(index_url) is set
+  type: dict
+key:
+  description: The answer of O(key_url) (C(status), C(msg)) and its C(content).
+  returned: when O(key_url) is set
+  type: dict
+"""
+
+import os
+import platform
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.urls import fetch_url
+
+from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
+    offered_versions,
+    parse_dpkg_query,
+    parse_systemctl_show,
+)
+
+
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def module_present(name):
+    # overlay shows as a filesystem and br_netfilter as its sysctls, whether loaded as modules or built in.
+    if name == "overlay":
+        return "overlay" in (read_text("/proc/filesystems") or "").split()
+    if name == "br_netfilter":
+        return os.path.exists("/proc/sys/net/bridge/bridge-nf-call-iptables")
+    return os.path.isdir(f"/sys/module/{name}")
+
+
+def fetch(module, url):
+    response, info = fetch_url(module, url, timeout=30)
+    answer = {"status": info.get("status", -1), "msg": info.get("msg", "")}
+    answer["content"] = to_text(response.read(), errors="replace") if response is not None and answer["status"] == 200 else ""
+    return answer
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "packages": {"type": "list", "elements": "str", "default": []},
+            "sysctls": {"type": "list", "elements": "str", "default": []},
+            "kernel_modules": {"type": "list", "elements": "str", "default": []},
+            "files": {"type": "list", "elements": "path", "default": []},
+            "units": {"type": "list", "elements": "str", "default": []},
+            "index_url": {"type": "str", "default": ""},
+            "key_url": {"type": "str", "default": ""},
+            "kubelet": {"type": "str", "default": "kubelet"},
+        },
+        supports_check_mode=True,
+    )
+    module.run_command_environ_update = {"LC_ALL": "C", "LANG": "C"}
+    params = module.params
+    os_release = {}
+    for line in (read_text("/etc/os-release") or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            os_release[key.strip()] = value.strip().strip('"')
+    result = {"changed": False, "os_release": os_release, "architecture": platform.machine(), "packages": {}, "units": {}}
+
+    if params["packages"]:
+        dpkg_query = module.get_bin_path("dpkg-query", required=True)
+        rc, out, err = module.run_command([dpkg_query, "--show", "--showformat", "${Package}\t${Version}\t${db:Status-Want} ${db:Status-Status}\n"]
+                                          + params["packages"])
+        # rc 1: some package is unknown to dpkg; the known ones are still listed.
+        if rc not in (0, 1):
+            module.fail_json(msg=f"dpkg-query failed: {err.strip()}", rc=rc, stdout=out, stderr=err)
+        result["packages"] = parse_dpkg_query(out)
+
+    kubelet = module.get_bin_path(params["kubelet"]) if "/" not in params["kubelet"] else params["kubelet"]
+    result["kubelet_version"] = None
+    if kubelet and os.access(kubelet, os.X_OK):
+        rc, out, err = module.run_command([kubelet, "--version"])
+        result["kubelet_version"] = out.strip() if rc == 0 else None
+
+    result["sysctls"] = {}
+    for name in params["sysctls"]:
+        value = read_text("/proc/sys/" + name.replace(".", "/"))
+        if value is not None:
+            result["sysctls"][name] = " ".join(value.split())
+    result["swap_areas"] = max(len((read_text("/proc/swaps") or "").strip().splitlines()) - 1, 0)
+    result["kernel_modules"] = [name for name in params["kernel_modules"] if module_present(name)]
+    result["files"] = {name: read_text(name) for name in params["files"]}
+
+    if params["units"]:
+        systemctl = module.get_bin_path("systemctl", required=True)
+        rc, out, err = module.run_command([systemctl, "show", "--property", "Id,UnitFileState,RequiresMountsFor"] + params["units"])
+        if rc != 0:
+            module.fail_json(msg=f"systemctl show failed: {err.strip()}", rc=rc, stdout=out, stderr=err)
+        blocks = parse_systemctl_show(out)
+        result["units"] = {unit: {"UnitFileState": block.get("UnitFileState", ""), "RequiresMountsFor": block.get("RequiresMountsFor", "")}
+                           for unit, block in zip(params["units"], blocks)}
+
+    if params["index_url"]:
+        url = params["index_url"]
+        if "{architecture}" in url:
+            rc, out, err = module.run_command([module.get_bin_path("dpkg", required=True), "--print-architecture"], check_rc=True)
+            url = url.replace("{architecture}", out.strip())
+        index = fetch(module, url)
+        result["index"] = {"url": url, "status": index["status"], "msg": index["msg"], "offered": offered_versions(index["content"], params["packages"])}
+    if params["key_url"]:
+        result["key"] = fetch(module, params["key_url"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
