@@ -1,6 +1,6 @@
 """Tests of the NIC tools double (lab/doubles/mlnx_nic/README.md): ibv_devinfo, show_gids, ibdev2netdev,
 mlnx_qos, cma_roce_mode/cma_roce_tos and openibd, each run as a subprocess under its tool's name, against the
-recorded real outputs in tests/unit/fixtures/rdma (copies of shared/reference/fixtures).
+recorded real outputs in tests/unit/fixtures/rdma (published outputs of the real tools; their README names each one).
 
 The netdevs are files under a fake /sys/class/net and ``ip`` is a stub printing the addresses, so no network
 namespace is needed.

@@ -2,7 +2,7 @@
 
 The double runs as a subprocess, as Ansible would run it, with its three inputs (hardware,
 driver identity, runtime state) pointed at a temporary directory.  Where a real output was
-recorded (shared reference notes, mig.md sections 4.9 to 4.12), the double's output must equal
+published (NVIDIA's MIG User Guide and nvidia-smi man page, public captures), the double's output must equal
 that recording once the recorded GPU's own identity (UUID, name, bus id) is replaced by the
 simulated GPU's; everything else, spacing and punctuation included, is compared byte for byte.
 """
@@ -31,8 +31,8 @@ needs_root = pytest.mark.skipif(not IS_ROOT, reason="changing persistence mode n
 
 DRIVER = {"driver_version": "580.65.06", "cuda_version": "13.0"}
 
-# The models the lab knows, as the real tool names and describes them (design table; names and
-# memory totals cross-checked with mig.md 3.3, device ids with mig.md 1.2).
+# The models the lab knows, as the real tool names and describes them (names and memory totals cross-checked
+# with public nvidia-smi captures, device ids with mig-parted's config-default.yaml device filters and pci.ids).
 MODELS = {
     "NVIDIA H100 80GB HBM3": {"device_id": "0x233010DE", "memory_mib": 81559, "mig": True, "compute_cap": "9.0", "buses": ("18", "DB")},
     "NVIDIA H100 PCIe": {"device_id": "0x233110DE", "memory_mib": 81559, "mig": True, "compute_cap": "9.0", "buses": ("01", "E1")},
@@ -43,24 +43,25 @@ MODELS = {
 }
 H100 = "NVIDIA H100 80GB HBM3"
 
-# Recorded real outputs, copied from /work/shared/reference/mig.md.
-# 4.9 [doc]: nvidia-smi -i 0 --query-gpu=pci.bus_id,mig.mode.current --format=csv
+# Recorded real outputs, copied from their public sources.
+# NVIDIA's MIG User Guide (docs.nvidia.com/datacenter/tesla/mig-user-guide/): nvidia-smi -i 0 --query-gpu=pci.bus_id,mig.mode.current --format=csv
 RECORDED_QUERY_BUS_ID_MIG = "pci.bus_id, mig.mode.current\n00000000:36:00.0, Enabled\n"
-# 4.9, a line assembled there from real values: --query-gpu=index,uuid,name,pci.device_id,mig.mode.current,mig.mode.pending --format=csv,noheader
+# A line assembled from real values (UUID and name from Scaleway's H100 PCIe MIG how-to, scaleway/docs-content, driver 525.125.06;
+# device id from mig-parted): --query-gpu=index,uuid,name,pci.device_id,mig.mode.current,mig.mode.pending --format=csv,noheader
 RECORDED_QUERY_MIG_LINE = "0, GPU-7cd6d4d6-9fa8-13be-3c42-09a1b2280a02, NVIDIA H100 PCIe, 0x233110DE, Enabled, Enabled\n"
 RECORDED_QUERY_MIG_HEADER = "index, uuid, name, pci.device_id, mig.mode.current, mig.mode.pending\n"
-# 4.9 [field]: a GPU without MIG, queried for index,name,mig.mode.current,mig.mode.pending
+# A public capture: a GPU without MIG, queried for index,name,mig.mode.current,mig.mode.pending
 RECORDED_QUERY_NON_MIG = "0, NVIDIA GeForce RTX 4070 Laptop GPU, [N/A], [N/A]\n"
-# 4.10 [field/doc]: the GPU lines of nvidia-smi -L
+# The GPU lines of nvidia-smi -L: an A100-SXM4-40GB on driver 580.126.09 (a public blog post) and Scaleway's H100 PCIe
 RECORDED_LIST_A100 = "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-9e4aeb94-01c0-5173-4811-4ca60f77b3a9)\n"
 RECORDED_LIST_H100 = "GPU 0: NVIDIA H100 PCIe (UUID: GPU-7cd6d4d6-9fa8-13be-3c42-09a1b2280a02)\n"
-# 4.11 [field]: persistence mode
+# Persistence mode, from a public GH200 log
 RECORDED_PM_ALREADY_ENABLED = "Persistence mode is already Enabled for GPU 00000009:01:00.0.\nAll done.\n"
 RECORDED_PM_DISABLED = "Disabled persistence mode for GPU 00000009:01:00.0.\nAll done.\n"
-# 4.12 [doc]: return values
+# The nvidia-smi man page, RETURN VALUE
 EXIT_INVALID_ARGUMENT, EXIT_NO_PERMISSION, EXIT_NOT_FOUND, EXIT_DRIVER_NOT_LOADED, EXIT_OTHER = 2, 4, 6, 9, 255
 
-# Texts not in the reference notes; the double's README gives their public sources.
+# Texts whose public sources the double's README gives.
 DRIVER_NOT_LOADED = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
     "Make sure that the latest NVIDIA driver is installed and running.\n"
@@ -239,7 +240,7 @@ def test_each_model_reads_as_the_real_board(lab, model):
 
 
 def test_a_gh200_node_has_one_gpu_per_superchip_each_in_its_own_pci_domain(lab):
-    # A model outside the collection's MIG tables. Bus id of GPU 0 as recorded on a GH200 (mig.md 4.11); name as
+    # A model outside the collection's MIG tables. Bus id of GPU 0 as recorded on a public GH200 log; name as
     # nvidia-smi prints it on GH200 hosts; memory total not recorded.
     lab.set_hardware("NVIDIA GH200 480GB", 4)
     rows = lab.query("index,name,pci.bus_id,pci.device_id,compute_cap,mig.mode.current").splitlines()

@@ -24,7 +24,11 @@ from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import parse
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mig"
 EIGHT_SLICE_MODELS = [name for name, model in MIG_MODELS.items() if model.memory_slices == 8]
 
-# (nvidia-smi ID, name, max count) per model, as shared/reference/mig.md section 3.2 lists them from -lgip captures.
+# (nvidia-smi ID, name, max count) per model, as public `nvidia-smi mig -lgip` captures print them: A100-SXM4-40GB on
+# driver 580.126.09 (a Korean blog post), A100 80GB from NVIDIA/mig-parted issue 97 and a public A100-SXM4-80GB capture,
+# H100 80GB HBM3 from a DGX H100 usage note, H100 PCIe from Scaleway's MIG how-to (driver 525.125.06), H100 NVL from
+# Azure's "Configure and use MIG on Azure VM" (driver 560.35.03), H200 from NVIDIA/mig-parted issue 120, A30 from a
+# public capture on driver 535.183.01; names and counts agree with NVIDIA's MIG User Guide, "Supported MIG Profiles".
 PROFILE_TABLES = {
     "NVIDIA A100-SXM4-40GB": [
         (19, "1g.5gb", 7),
@@ -182,7 +186,8 @@ def test_the_driver_answer_agrees_with_the_tables(lgip, lgipp, gpu_name):
 
 
 def test_a_model_without_a_table_is_described_by_its_driver():
-    # H100 96GB on a GH200, recorded -lgip; its -lgipp is the 8-slice one (mig.md 3.1: the same on every 8-slice GPU).
+    # H100 96GB on a GH200, recorded -lgip; its -lgipp is the 8-slice one (the same on every 8-slice GPU in the MIG User Guide
+    # and public captures).
     model = driver_model("NVIDIA GH200 480GB", driver_rows("lgip__gh200_96gb.txt"), driver_placements("lgipp__8_slice__mig_guide.txt"))
     assert mig_model("NVIDIA GH200 480GB") is None
     assert (model.memory_slices, model.compute_slices) == (8, 7)

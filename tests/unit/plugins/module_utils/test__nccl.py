@@ -77,7 +77,7 @@ def summarised(result):
 
 
 FIXTURE_SUMMARIES = [
-    # Real recordings (shared/reference/nccl-samples).
+    # Real recordings, published in public places (sources in tests/unit/fixtures/nccl/README.md).
     pytest.param(
         "multinode_2x8_H100_ib_srun-l-prefix_c0_v2.13.4.txt",
         summary(11, 142.735, 167.87, 16, ["node005", "node007"]),
@@ -98,7 +98,7 @@ FIXTURE_SUMMARIES = [
     ),
     pytest.param("multinode_2x8_V100_roce_pre-v2.13.txt", summary(29, 7.76739, 22.92, 0, []), id="real-2x8-v100-pre-v2.13-excerpt"),
     pytest.param("singlenode_8xA100-40GB_pre-v2.13.txt", summary(34, 68.4048, 235.26, 8, ["localhost"]), id="real-8xa100-pre-v2.13"),
-    # Written after nccl.md's format rules.
+    # Written after nccl-tests' printf formats per version (NVIDIA/nccl-tests src/common.cu).
     pytest.param(
         "singlenode_8xA100_pre-v2.13_out_of_bounds_failed.txt",
         summary(
