@@ -58,6 +58,11 @@ def pause_image(version, repository: str = "registry.k8s.io") -> str:
     minor = _minor(version)
     if minor is None:
         raise ValueError(f"kube_version must be a full Kubernetes version such as 1.35.4, not {version!r}.")
+    newest = max(PAUSE_VERSIONS)
+    if minor > newest:
+        # A release newer than the table keeps the newest known pause image (it changes every few releases at most):
+        # `kubeadm config images list` of that release says which one it wants; set the sandbox image when they differ.
+        minor = newest
     if minor not in PAUSE_VERSIONS:
         known = ", ".join(f"{major}.{number}" for major, number in sorted(PAUSE_VERSIONS))
         raise ValueError(f"the pause image of Kubernetes {minor[0]}.{minor[1]} is not known (known: {known}); "

@@ -62,6 +62,8 @@ def test_pause_image_follows_the_minor_version(version, image):
 
 def test_pause_image_on_the_sites_registry_and_unknown_versions():
     assert pause_image("1.35.0", "registry.example.internal/k8s/") == "registry.example.internal/k8s/pause:3.10.1"
+    # Newer than the table: the newest known pause image (dc2 of the lab runs 1.36).
+    assert pause_image("1.36.2") == "registry.k8s.io/pause:3.10.1"
     with pytest.raises(ValueError, match="pause image of Kubernetes 1.29 is not known"):
         pause_image("1.29.3")
     with pytest.raises(ValueError, match="full Kubernetes version"):
