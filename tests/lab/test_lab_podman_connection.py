@@ -128,8 +128,8 @@ def test_a_task_enters_the_container_init_with_its_environment_and_capabilities_
     argv, in_data = entered.nsenter_calls[0]
     join_cgroups = "/sys/fs/cgroup/systemd/libpod_parent/libpod-" + CONTAINER_ID + "/cgroup.procs"
     assert argv[:3] == ["/bin/sh", "-c", argv[2]] and argv[3:6] == ["lab_podman", join_cgroups, "--"]
-    assert argv[6:] == ["nsenter", "--target", "4242", "--all", "--", "setpriv", "--bounding-set", "-all,+chown,+net_raw", "--",
-                    "env", "-i"] + ENV + ["/usr/bin/python3"]
+    enter = ["nsenter", "--target", "4242", "--all", "--", "setpriv", "--bounding-set", "-all,+chown,+net_raw", "--", "env", "-i"]
+    assert argv[6:] == enter + ENV + ["/usr/bin/python3"]
     assert in_data == b"module"
     # The container was inspected once; the next tasks read the cache, checked against /proc.
     entered.exec_command("/bin/sh -c 'echo ~'")

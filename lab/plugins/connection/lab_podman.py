@@ -279,6 +279,7 @@ def nsenter_argv(target, arguments):
     # The shell joins the container's cgroups (its pid stays the same through exec), then nsenter enters its namespaces.
     join = ('for procs do [ "$procs" = -- ] && break; echo $$ > "$procs" || { echo "lab_podman: cannot join $procs" >&2; exit 125; }; '
             'shift; done; shift; exec "$@"')
-    return (["/bin/sh", "-c", join, "lab_podman"] + list(target.get("cgroups", [])) + ["--", "nsenter", "--target", str(target["pid"]), "--all", "--",
+    enter = ["nsenter", "--target", str(target["pid"]), "--all", "--",
              "setpriv", "--bounding-set", "-all" + ("," + caps if caps else ""), "--",
-             "env", "-i"] + list(target["env"]) + list(arguments))
+             "env", "-i"]
+    return ["/bin/sh", "-c", join, "lab_podman"] + list(target.get("cgroups", [])) + ["--"] + enter + list(target["env"]) + list(arguments)
