@@ -189,7 +189,7 @@ def main():
             "files": {"type": "list", "elements": "path", "default": []},
             "units": {"type": "list", "elements": "str", "default": []},
             "index_url": {"type": "str", "default": ""},
-            "key_url": {"type": "str", "default": ""},
+            "key_url": {"type": "str", "default": "", "no_log": False},
             "kubelet": {"type": "str", "default": "kubelet"},
         },
         supports_check_mode=True,
