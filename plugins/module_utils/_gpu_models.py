@@ -12,8 +12,10 @@ Fields of each model:
 - mig_capable: whether the model supports Multi-Instance GPU;
 - form_factor: ``sxm`` (baseboard module) or ``pcie`` (card);
 - nvswitch: True for SXM models, whose 8-GPU HGX baseboards carry NVSwitches and so need Fabric Manager;
-- open_kernel_modules: ``required`` (Hopper and later run only on the open kernel modules)
-  or ``supported`` (Ampere and Ada run on either flavour).
+- open_kernel_modules: ``required`` (Grace Hopper and Blackwell run only on the open kernel modules),
+  ``recommended`` (Hopper runs on either flavour; NVIDIA recommends the open one) or ``supported``
+  (Turing, Ampere and Ada run on either flavour). Source: NVIDIA, "NVIDIA transitions fully towards
+  open-source GPU kernel modules" (2024).
 
 Plain data without Ansible imports, so that modules, filters and tests share it.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 _AMPERE = {"architecture": "Ampere", "compute_capability": "8.0", "open_kernel_modules": "supported"}
 _ADA_LOVELACE = {"architecture": "Ada Lovelace", "compute_capability": "8.9", "open_kernel_modules": "supported"}
-_HOPPER = {"architecture": "Hopper", "compute_capability": "9.0", "open_kernel_modules": "required"}
+_HOPPER = {"architecture": "Hopper", "compute_capability": "9.0", "open_kernel_modules": "recommended"}
 
 _SXM_BASEBOARD = {"form_factor": "sxm", "nvswitch": True}
 _PCIE_CARD = {"form_factor": "pcie", "nvswitch": False}

@@ -36,6 +36,7 @@ def lab(tmp_path):
             NVIDIA_MODPROBE_DOUBLE_MODULE=str(tmp_path / "module.json"),
             NVIDIA_PERSISTENCED_DOUBLE_VERSION=str(tmp_path / "persistenced.json"),
             NVIDIA_PERSISTENCED_DOUBLE_RUN_DIR=str(tmp_path / "run-persistenced"),
+            NVIDIA_PERSISTENCED_DOUBLE_NVIDIA_SMI=str(NVIDIA_SMI),
             NV_FABRICMANAGER_DOUBLE_VERSION=str(tmp_path / "fabricmanager.json"),
             NV_FABRICMANAGER_DOUBLE_RUN_DIR=str(tmp_path / "run-fabricmanager"),
             NVIDIA_CTK_DOUBLE_VERSION=str(tmp_path / "toolkit.json"),
@@ -146,6 +147,35 @@ def test_persistenced_runs_until_stopped(lab):
     assert pid_file.read_text() == f"{process.pid}\n"
     assert stop(process) == 0
     assert not pid_file.exists()
+
+
+def persistence_modes(lab):
+    result = lab.run(NVIDIA_SMI, "--query-gpu=persistence_mode", "--format=csv,noheader")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return set(result.stdout.split())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setting persistence mode needs root, as on the real tool")
+def test_persistenced_turns_persistence_mode_on_while_it_runs(lab):
+    assert persistence_modes(lab) == {"Disabled"}
+    process = lab.start(PERSISTENCED, "--verbose")
+    wait_for(lab.root / "run-persistenced" / "nvidia-persistenced.pid")
+    assert persistence_modes(lab) == {"Enabled"}
+    assert stop(process) == 0
+    assert persistence_modes(lab) == {"Disabled"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setting persistence mode needs root, as on the real tool")
+def test_persistenced_with_no_persistence_mode_leaves_it_off(lab):
+    # How Debian's and Ubuntu's packaged units start it: the nvidia_driver role's drop-in must override this.
+    process = lab.start(PERSISTENCED, "--user", "nvidia-persistenced", "--no-persistence-mode", "--verbose")
+    wait_for(lab.root / "run-persistenced" / "nvidia-persistenced.pid")
+    assert persistence_modes(lab) == {"Disabled"}
+    assert stop(process) == 0
+    process = lab.start(PERSISTENCED, "--no-persistence-mode", "--persistence-mode")
+    wait_for(lab.root / "run-persistenced" / "nvidia-persistenced.pid")
+    assert persistence_modes(lab) == {"Enabled"}
+    assert stop(process) == 0
 
 
 # ---------------------------------------------------------------- nv-fabricmanager

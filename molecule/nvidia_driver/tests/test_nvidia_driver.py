@@ -79,3 +79,9 @@ def test_driver_repository_is_a_signed_source(host):
     update = host.run(f"apt-get -o Dir::Etc::SourceList={SOURCES} -o Dir::Etc::SourceParts=- update")
     assert update.rc == 0, update.stderr
     assert "W:" not in update.stdout + update.stderr and "E:" not in update.stdout + update.stderr
+
+
+def test_persistence_mode_is_on_on_every_gpu(host, node):
+    # Debian's and Ubuntu's units start nvidia-persistenced with --no-persistence-mode; the role's drop-in overrides it.
+    modes = host.check_output("nvidia-smi --query-gpu=persistence_mode --format=csv,noheader").splitlines()
+    assert modes == ["Enabled"] * node["count"]

@@ -28,3 +28,7 @@ def test_fabric_manager_of_the_new_branch_runs(host):
     assert host.check_output("nv-fabricmanager --version") == f"Fabric Manager version is : {PINNED}"
     last_start = [line for line in host.file("/var/log/fabricmanager.log").content_string.splitlines() if "is running" in line][-1]
     assert f"Fabric Manager version {PINNED}" in last_start
+
+
+def test_persistence_mode_is_on_after_the_reboot(host):
+    assert host.check_output("nvidia-smi --query-gpu=persistence_mode --format=csv,noheader").splitlines() == ["Enabled"] * 8

@@ -38,7 +38,7 @@ KNOWN_MODELS = [
                 "mig_capable": True,
                 "form_factor": "sxm",
                 "nvswitch": True,
-                "open_kernel_modules": "required",
+                "open_kernel_modules": "recommended",
                 "known_models": KNOWN_MODELS,
             },
             id="known-h100",

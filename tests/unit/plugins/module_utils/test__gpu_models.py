@@ -11,10 +11,10 @@ from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import GPU_
 COLUMNS = ("name", "pci_device_id", "memory_total_mib", "architecture", "compute_capability", "mig_capable", "form_factor", "nvswitch", "open_kernel_modules")
 
 EXPECTED_MODELS = [
-    ("NVIDIA H100 80GB HBM3", "0x233010DE", 81559, "Hopper", "9.0", True, "sxm", True, "required"),
-    ("NVIDIA H100 PCIe", "0x233110DE", 81559, "Hopper", "9.0", True, "pcie", False, "required"),
-    ("NVIDIA H100 NVL", "0x232110DE", 95830, "Hopper", "9.0", True, "pcie", False, "required"),
-    ("NVIDIA H200", "0x233510DE", 143771, "Hopper", "9.0", True, "sxm", True, "required"),
+    ("NVIDIA H100 80GB HBM3", "0x233010DE", 81559, "Hopper", "9.0", True, "sxm", True, "recommended"),
+    ("NVIDIA H100 PCIe", "0x233110DE", 81559, "Hopper", "9.0", True, "pcie", False, "recommended"),
+    ("NVIDIA H100 NVL", "0x232110DE", 95830, "Hopper", "9.0", True, "pcie", False, "recommended"),
+    ("NVIDIA H200", "0x233510DE", 143771, "Hopper", "9.0", True, "sxm", True, "recommended"),
     ("NVIDIA A100-SXM4-80GB", "0x20B210DE", 81920, "Ampere", "8.0", True, "sxm", True, "supported"),
     ("NVIDIA A100-SXM4-40GB", "0x20B010DE", 40960, "Ampere", "8.0", True, "sxm", True, "supported"),
     ("NVIDIA A100 80GB PCIe", "0x20B510DE", 81920, "Ampere", "8.0", True, "pcie", False, "supported"),
