@@ -91,7 +91,7 @@ def test_the_example_inventories_pass_the_checks(tmp_path):
             "name": "Kubernetes inventory checks", "hosts": "control_plane:gpu_nodes", "gather_facts": False,
             "tasks": [
                 {"name": "Node checks", "ansible.builtin.include_role": {"name": "onprem.gpu.kube_node", "tasks_from": "preflight_inputs"}},
-                {"name": "Network checks", "ansible.builtin.include_role": {"name": "onprem.gpu.kube_control_plane", "tasks_from": "preflight_inputs"},
+                {"name": "Network checks", "ansible.builtin.include_role": {"name": "onprem.gpu.kube_control_plane", "tasks_from": "preflight"},
                  "when": "inventory_hostname in groups['control_plane']"},
             ],
         }]))
@@ -137,13 +137,22 @@ def mirror_check(tmp_path, mirror, version):
     playbook.write_text(yaml.safe_dump([{
         "name": "kube_node's mirror check on this machine", "hosts": "all", "connection": "local", "gather_facts": False,
         "vars": {"kube_version": version, "kube_node_repo_url": mirror},
+        # The entry point `preflight` with the role's own variables, less its systemd units (this machine may not run
+        # systemd as PID 1): the same module call on the mirror and the same problems filter.
         "tasks": [
-            {"name": "Platform", "ansible.builtin.include_role": {"name": "onprem.gpu.kube_node", "tasks_from": "set_vars"}},
-            {"name": "Mirror", "ansible.builtin.include_role": {"name": "onprem.gpu.kube_node", "tasks_from": "preflight_mirror"}},
+            {"name": "Inventory", "ansible.builtin.include_role": {"name": "onprem.gpu.kube_node", "tasks_from": "preflight_inputs", "public": True}},
+            {"name": "Read the packages and the mirror", "register": "facts", "check_mode": False,
+             "onprem.gpu.kube_node_facts": {"packages": "{{ kube_node_packages }}", "index_url": "{{ __kube_node_packages_index }}",
+                                            "key_url": "{{ __kube_node_repo_key_url }}"}},
+            {"name": "Check the platform and the mirror", "ansible.builtin.assert": {
+                "that": "problems | length == 0", "fail_msg": "{{ problems | join(' ') }}", "quiet": True},
+             "vars": {"problems": "{{ __kube_node_settings | onprem.gpu.kube_node_preflight_problems(inventory_hostname, facts, __kube_node_wanted) }}"}},
         ],
     }]))
+    # A valid inventory (a datacenter with its control plane), so that only the mirror can be wrong.
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node-test": {"ansible_python_interpreter": sys.executable}}}}))
+    host = {"ansible_python_interpreter": sys.executable, "datacenter": "dc1", "kube_api_endpoint": "10.0.0.1:6443"}
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"control_plane": {"hosts": {"node-test": host}}}}}))
     return run(playbook, inventory, "--check")
 
 
