@@ -148,7 +148,7 @@ def input_problems(branch, version, allow_reboot, connection):
     """Problems of the role's inputs alone, each one sentence."""
     problems = []
     branch, version = str(branch), str(version)
-    if not (re.fullmatch(r"[0-9]{3}", branch) and re.fullmatch(r"[0-9]{3}\.[0-9]+(\.[0-9]+)?", version) and version.split(".")[0] == branch):
+    if not (re.fullmatch(r"[0-9]{3}", branch) and re.fullmatch(r"[0-9]{3}\.[0-9]+(\.[0-9]+)?", version) and version.split(".", maxsplit=1)[0] == branch):
         problems.append(
             f"nvidia_driver_version {version} is not a version of driver branch {branch}: set nvidia_driver_branch to the "
             "three-digit branch (e.g. 580) and nvidia_driver_version to a full version of that branch (e.g. 580.65.06)."

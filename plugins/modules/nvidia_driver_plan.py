@@ -143,7 +143,7 @@ plan:
   returned: when the inputs, the platform and the driver repository could be read
   type: dict
   contains:
-    remove: {description: Packages of another branch, flavour or board to remove., type: list, elements: str, returned: success}
+    remove: {description: "Packages of another branch, flavour or board to remove.", type: list, elements: str, returned: success}
     install: {description: Packages to install at the pinned version (kernel headers first)., type: list, elements: str, returned: success}
     pinned: {description: Every driver package held at the pinned version., type: list, elements: str, returned: success}
     hold: {description: Packages to hold., type: list, elements: str, returned: success}
@@ -159,7 +159,7 @@ plan:
     actions: {description: The changes in words., type: list, elements: str, returned: success}
     notes: {description: Things the operator should know., type: list, elements: str, returned: success}
     changes: {description: Whether anything must change., type: bool, returned: success}
-    verifiable: {description: False in check mode when packages would change, so that there is nothing to verify yet., type: bool, returned: success}
+    verifiable: {description: "False in check mode when packages would change, so that there is nothing to verify yet.", type: bool, returned: success}
 verify_problems:
   description: What is wrong with the node as it is now; empty when it holds the pinned driver as configured, or when RV(plan.verifiable) is false.
   returned: when the inputs, the platform and the driver repository could be read
@@ -351,7 +351,7 @@ def main():
             repo_url=dict(type="str", default=""),
             repo_suites=dict(type="list", elements="str", default=[]),
             repo_components=dict(type="list", elements="str", default=[]),
-            repo_key_url=dict(type="str", default=""),
+            repo_key_url=dict(type="str", default="", no_log=False),
             kernel_headers_packages=dict(type="list", elements="str", default=[]),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             load_failure=dict(type="str", default=""),

@@ -64,7 +64,6 @@ def test_bad_input_stops_the_driver_role_before_any_change(tmp_path, role_vars, 
     assert "changed=0" in result.stdout
 
 
-
 def test_proprietary_modules_on_hopper_are_a_warning_not_a_refusal(tmp_path):
     """NVIDIA recommends the open modules for Hopper and requires them only from Grace Hopper and Blackwell on."""
     result = run_role(tmp_path, dict(H100, nvidia_driver_kernel_module_flavor="proprietary"))
