@@ -20,6 +20,10 @@ import re
 from dataclasses import dataclass, field
 
 MANAGED_HEADER = "Managed by onprem.gpu (nvidia_driver role): local changes are overwritten."
+# The repository files are shared with the container_runtime role, which writes the same repository (the site's mirror)
+# from roles/container_runtime/templates/repository.{sources,repo}.j2: both must write them byte for byte alike, or
+# each run of one role undoes the other's (tests/unit/plugins/module_utils/test__nvidia_driver.py checks it).
+REPOSITORY_HEADER = "Managed by onprem.gpu: local changes are overwritten."
 REBOOT_MARKER = "/run/onprem-gpu/nvidia-driver-reboot-required"
 REBOOT_COMMAND = "systemctl reboot"
 BLACKLIST_PATH = "/etc/modprobe.d/blacklist-nouveau.conf"
@@ -281,17 +285,17 @@ def desired_files(platform, request, repo_key):
     files = {}
     if platform.family == "Debian":
         keyring = f"/etc/apt/keyrings/{request.repo_name}.asc"
-        source = [f"# {MANAGED_HEADER}", "Types: deb", f"URIs: {request.repo_url}", f"Suites: {' '.join(request.repo_suites)}"]
+        source = [f"# {REPOSITORY_HEADER}", "Types: deb", f"URIs: {request.repo_url}", f"Suites: {' '.join(request.repo_suites)}"]
         if request.repo_components:
             source.append(f"Components: {' '.join(request.repo_components)}")
         source.append(f"Signed-By: {keyring}")
         files[keyring] = (repo_key, "0644", "repository")
         files[f"/etc/apt/sources.list.d/{request.repo_name}.sources"] = ("\n".join(source) + "\n", "0644", "repository")
     else:
-        keyring = f"/etc/pki/rpm-gpg/RPM-GPG-KEY-{request.repo_name}"
+        keyring = f"/etc/pki/rpm-gpg/{request.repo_name}.asc"
         files[keyring] = (repo_key, "0644", "repository")
         files[f"/etc/yum.repos.d/{request.repo_name}.repo"] = ("\n".join([
-            f"# {MANAGED_HEADER}", f"[{request.repo_name}]", "name=NVIDIA CUDA repository (managed by onprem.gpu)",
+            f"# {REPOSITORY_HEADER}", f"[{request.repo_name}]", f"name={request.repo_name} (managed by onprem.gpu)",
             f"baseurl={request.repo_url}", "enabled=1", "gpgcheck=1", f"gpgkey=file://{keyring}",
         ]) + "\n", "0644", "repository")
     blacklist = None

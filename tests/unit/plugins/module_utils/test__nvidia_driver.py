@@ -269,3 +269,20 @@ def test_offer_problems():
         "580.65.06-1, 570.172.08-1. Pin a version the mirror publishes (nvidia_driver_branch, nvidia_driver_version) or publish that branch "
         "on the mirror.",
     ]
+
+
+@pytest.mark.parametrize("template, suffix", [("repository.sources.j2", ".sources"), ("repository.repo.j2", ".repo")])
+def test_the_repository_file_is_the_one_container_runtime_writes(template, suffix):
+    """Both roles write the site's mirror under the same name; a difference makes each run undo the other's."""
+    import pathlib  # pylint: disable=import-outside-toplevel
+    import jinja2  # pylint: disable=import-outside-toplevel
+    platform = DEBIAN if suffix == ".sources" else RHEL
+    req = request()
+    files = driver.desired_files(platform, req, KEY)
+    path = [name for name in files if name.endswith(suffix)][0]
+    keyring = [name for name in files if name.startswith(("/etc/apt/keyrings/", "/etc/pki/rpm-gpg/"))][0]
+    repository = {"name": req.repo_name, "url": req.repo_url, "suites": req.repo_suites, "components": req.repo_components, "keyring": keyring}
+    source = pathlib.Path(__file__).resolve().parents[4] / "roles" / "container_runtime" / "templates" / template
+    environment = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True)
+    rendered = environment.from_string(source.read_text(encoding="utf-8")).render(__container_runtime_repository=repository)
+    assert files[path][0] == rendered
