@@ -150,15 +150,19 @@ def ensure_signing_key(gnupg_home: Path) -> str:
     return next(line.split(':')[9] for line in listing.splitlines() if line.startswith('fpr:'))
 
 
+def write_packages(directory: Path, packages: str) -> None:
+    """Packages and a reproducible Packages.gz (the build's fixed mtime) in directory."""
+    (directory / 'Packages').write_text(packages)
+    with gzip.GzipFile(directory / 'Packages.gz', 'wb', mtime=int(SOURCE_DATE_EPOCH)) as compressed:
+        compressed.write(packages.encode())
+
+
 def write_indexes(repo: Path) -> Path:
     dist = repo / 'dists' / SUITE
     for architecture in ARCHITECTURES:
         binary_dir = dist / COMPONENT / f'binary-{architecture}'
         binary_dir.mkdir(parents=True, exist_ok=True)
-        packages = run(['apt-ftparchive', '--arch', architecture, 'packages', 'pool'], cwd=repo, stdout=subprocess.PIPE).stdout
-        (binary_dir / 'Packages').write_text(packages)
-        with gzip.GzipFile(binary_dir / 'Packages.gz', 'wb', mtime=int(SOURCE_DATE_EPOCH)) as compressed:
-            compressed.write(packages.encode())
+        write_packages(binary_dir, run(['apt-ftparchive', '--arch', architecture, 'packages', 'pool'], cwd=repo, stdout=subprocess.PIPE).stdout)
     release = run([
         'apt-ftparchive',
         '-o', 'APT::FTPArchive::Release::Origin=onprem.gpu lab',
@@ -183,10 +187,7 @@ def write_flat_doca_repository(repo: Path, specs: list[dict]) -> Path:
         if spec['name'] in DOCA_PACKAGES:
             for deb in sorted((repo / 'pool' / COMPONENT / spec['name'][0] / spec['name']).glob('*.deb')):
                 os.link(deb, flat / deb.name)
-    packages = run(['apt-ftparchive', 'packages', '.'], cwd=flat, stdout=subprocess.PIPE).stdout
-    (flat / 'Packages').write_text(packages)
-    with gzip.GzipFile(flat / 'Packages.gz', 'wb', mtime=int(SOURCE_DATE_EPOCH)) as compressed:
-        compressed.write(packages.encode())
+    write_packages(flat, run(['apt-ftparchive', 'packages', '.'], cwd=flat, stdout=subprocess.PIPE).stdout)
     release = run([
         'apt-ftparchive',
         '-o', 'APT::FTPArchive::Release::Origin=onprem.gpu lab',
