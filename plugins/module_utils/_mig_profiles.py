@@ -165,6 +165,44 @@ def driver_model(gpu_name, rows, placements, table=None):
     )
 
 
+def table_disagreements(models):
+    """Return one sentence per GPU model whose driver contradicts the built-in table, naming its GPUs and the profiles.
+
+    ``models``: ``{gpu index: MigModel}`` as ``driver_model`` built them. A profile contradicts the table when the
+    table has its ID with other compute slices, placements or maximum count; a drifted memory figure in the name
+    with the same geometry is not a contradiction (it is an alias). The plan follows the driver either way.
+    """
+    indices_of = {}
+    for index, model in sorted(models.items()):
+        table = mig_model(model.gpu_name)
+        differences = tuple(_difference(profile, table.profile_by_id(profile.profile_id)) for profile in model.profiles) if table else ()
+        differences = tuple(text for text in differences if text)
+        if differences:
+            indices_of.setdefault((model.gpu_name, differences), []).append(index)
+    return [
+        f"The driver of GPU {', '.join(str(index) for index in indices)}, an {gpu_name}, contradicts this collection's MIG profile table: "
+        f"{'; '.join(differences)}; the plan follows the driver."
+        for (gpu_name, differences), indices in indices_of.items()
+    ]
+
+
+def _difference(profile, known):
+    """Describe how the driver's ``profile`` differs from the table's profile of the same ID, or return None."""
+    if known is None or (known.compute_slices, known.memory_slices, known.starts, known.max_count) == (
+        profile.compute_slices,
+        profile.memory_slices,
+        profile.starts,
+        profile.max_count,
+    ):
+        return None
+    return f"it lists profile ID {profile.profile_id} as {_geometry_text(profile)} where the table has {_geometry_text(known)}"
+
+
+def _geometry_text(profile):
+    starts = ",".join(str(start) for start in profile.starts)
+    return f"{profile.name} at {{{starts}}}:{profile.memory_slices}, at most {profile.max_count}"
+
+
 def is_profile_name(name):
     """Tell whether ``name`` is written like a MIG profile (``[<C>c.]<G>g.<GB>gb[+attr|-attr]``, as mig-parted parses it)."""
     return isinstance(name, str) and _PROFILE_NAME.match(name) is not None

@@ -21,7 +21,8 @@ description:
     hold, the module reads C(nvidia-smi mig -lgip) and C(mig -lgipp) (one call each for all GPUs), so a model
     without a built-in table, and profiles such as C(+me) or C(+gfx), work without a code change. Built-in tables
     plan the first change on drivers before R550, which list profiles only while MIG mode is on, and recognise
-    names that drift between driver releases.
+    names that drift between driver releases. Where the driver lists a profile with another size, other placements or another
+    maximum count than the built-in table, the plan follows the driver and the task warns with one sentence per GPU model.
   - GPUs already in the wanted layout are not touched. On a GPU that must change, the GPU instances that the
     layout keeps stay as they are, with the same IDs and the same work on them. Only the others are destroyed, compute instances
     first. New GPU instances are created at explicit placements chosen so that the whole layout fits. The driver
@@ -225,6 +226,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import (
     report_gpus,
     summarize,
 )
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import table_disagreements
 from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi import OPTIONAL_FIELDS
 from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import MigCommandError, NvidiaSmi
 
@@ -299,6 +301,8 @@ def main():
         wanted = resolve_layout(configs, layout, gpus, strict=module.params["strict"])
         # The driver's profile list is read only when instances must be planned, never on a run that changes nothing.
         models = smi.read_profiles(gpus) if profiles_needed(gpus, instances, wanted) else {}
+        for disagreement in table_disagreements(models):
+            module.warn(disagreement)
         plans = plan_node(layout, gpus, instances, wanted, models)
         processes = refuse_busy_gpus(module, smi, plans)
         outcome = None if module.check_mode else apply_plans(plans, smi, processes)

@@ -18,6 +18,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import (
     is_profile_name,
     mig_model,
     parse_placements,
+    table_disagreements,
 )
 from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import parse_gpu_instance_profiles
 
@@ -220,6 +221,33 @@ def test_the_driver_wins_where_it_contradicts_the_table():
     placements = {**driver_placements("lgipp__8_slice__mig_guide.txt"), 9: ((0,), 8)}
     model = driver_model("NVIDIA H100 PCIe", driver_rows("lgip__h100_pcie__r525_layout_a.txt"), placements, mig_model("NVIDIA H100 PCIe"))
     assert (model.profile_by_id(9).starts, model.profile_by_id(9).memory_slices) == ((0,), 8)
+
+
+def test_a_contradiction_of_the_table_is_one_sentence_per_model_naming_its_gpus():
+    placements = {**driver_placements("lgipp__8_slice__mig_guide.txt"), 9: ((0,), 8)}
+    # The driver says two 1g.10gb+me fit, and places 3g.40gb only at 0:8.
+    lgip = fixture_text("lgip__h100_pcie__r525_layout_a.txt").replace("MIG 1g.10gb+me    20     1/1", "MIG 1g.10gb+me    20     2/2")
+    rows = parse_gpu_instance_profiles(lgip)
+    contradicted = driver_model("NVIDIA H100 PCIe", rows, placements, mig_model("NVIDIA H100 PCIe"))
+    agreeing = driver_model("NVIDIA H100 PCIe", driver_rows("lgip__h100_pcie__r525_layout_a.txt"), driver_placements("lgipp__8_slice__mig_guide.txt"))
+    assert table_disagreements({0: contradicted, 1: agreeing, 2: contradicted}) == [
+        "The driver of GPU 0, 2, an NVIDIA H100 PCIe, contradicts this collection's MIG profile table: "
+        "it lists profile ID 20 as 1g.10gb+me at {0,1,2,3,4,5,6}:1, at most 2 where the table has 1g.10gb+me at {0,1,2,3,4,5,6}:1, at most 1; "
+        "it lists profile ID 9 as 3g.40gb at {0}:8, at most 2 where the table has 3g.40gb at {0,4}:4, at most 2; the plan follows the driver."
+    ]
+
+
+@pytest.mark.parametrize(
+    "lgip, lgipp, gpu_name",
+    [
+        pytest.param("lgip__a30__r535.txt", "lgipp__a30__r535.txt", "NVIDIA A30", id="a30-r535"),
+        pytest.param("lgip__gh200_96gb.txt", "lgipp__8_slice__mig_guide.txt", "NVIDIA GH200 480GB", id="no-table"),
+    ],
+)
+def test_no_sentence_where_the_driver_agrees_or_no_table_exists(lgip, lgipp, gpu_name):
+    drifted = fixture_text(lgip).replace("MIG 2g.12gb ", "MIG 2g.11gb ")
+    model = driver_model(gpu_name, parse_gpu_instance_profiles(drifted), driver_placements(lgipp), mig_model(gpu_name))
+    assert table_disagreements({0: model}) == []
 
 
 def test_profiles_without_placements_are_left_out():

@@ -11,6 +11,7 @@ the double then holds. Changing MIG state needs root on the double, as on the re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.onprem.gpu.plugins.module_utils import _nvsmi_mig
+from ansible_collections.onprem.gpu.plugins.module_utils import _mig_profiles, _nvsmi_mig
 from ansible_collections.onprem.gpu.plugins.modules import mig_config
 
 REPOSITORY = Path(__file__).resolve().parents[4]
@@ -223,6 +224,24 @@ def test_a_model_without_a_table_on_a_driver_that_lists_profiles_only_with_mig_o
     assert mig_devices(enabled) == [(0, True, {})]
     result, dummy = node.run(capsys, "all-balanced", mig_configs=GH200_CONFIGS)
     assert mig_devices(result) == [(0, True, GH200_BALANCED)]
+
+
+def test_a_table_the_driver_contradicts_is_named_in_one_warning_and_the_plan_follows_the_driver(make_node, capsys):
+    # A built-in table that knows only one 3g placement, at 0:4: the driver (the double) lists {0,4}:4.
+    table = _mig_profiles.MIG_MODELS[H100]
+    wrong = tuple(dataclasses.replace(profile, starts=(0,)) if profile.profile_id == 9 else profile for profile in table.profiles)
+    node = make_node(count=2)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(_mig_profiles.MIG_MODELS, H100, dataclasses.replace(table, profiles=wrong))
+        result, calls = node.run(capsys, "all-balanced")
+    # ansible-core 2.19 returns each warning as an event with its message.
+    assert [warning["event"]["msg"] if isinstance(warning, dict) else warning for warning in result["warnings"]] == [
+        "The driver of GPU 0, 1, an NVIDIA H100 80GB HBM3, contradicts this collection's MIG profile table: it lists profile ID 9 as "
+        "3g.40gb at {0,4}:4, at most 2 where the table has 3g.40gb at {0}:4, at most 2; the plan follows the driver."
+    ]
+    # The 3g instance at 4:4, a placement only the driver knows.
+    assert argvs(calls, mutating=True)[-1] == ["mig", "-cgi", "9:4,14:0,19:2,19:3", "-C", "-i", "1"]
+    assert mig_devices(result) == [(index, True, BALANCED_80GB) for index in range(2)]
 
 
 # ---------------------------------------------------------------- device filters with a subsystem id, fleet files
