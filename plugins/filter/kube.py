@@ -21,7 +21,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
 
 
 def kube_ca_cert_hash(pem):
-    """sha256:<hex> of a CA certificate's public key, as kubeadm join pins it."""
+    """sha256:<hex> of a CA certificate's public key, as kubeadm join pins it, from x509_certificate_info's fingerprint or PEM."""
     try:
         return ca_cert_hash(pem)
     except KubeInputError as error:

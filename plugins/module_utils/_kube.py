@@ -28,67 +28,41 @@ class KubeInputError(ValueError):
     """Input that cannot be used, with a sentence saying what is wrong."""
 
 
-def _der_element(data: bytes, offset: int) -> tuple[int, int, int]:
-    """Return (tag, start of content, end of content) of the DER element at offset."""
-    if offset + 2 > len(data):
-        raise KubeInputError("the certificate is truncated (DER element header past the end).")
-    tag = data[offset]
-    length = data[offset + 1]
-    start = offset + 2
-    if length & 0x80:
-        count = length & 0x7F
-        if count == 0 or count > 4:
-            raise KubeInputError("the certificate has a DER length this parser does not accept.")
-        if start + count > len(data):
-            raise KubeInputError("the certificate is truncated (DER length past the end).")
-        length = int.from_bytes(data[start:start + count], "big")
-        start += count
-    end = start + length
-    if end > len(data):
-        raise KubeInputError("the certificate is truncated (DER element past the end).")
-    return tag, start, end
+_SHA256_FINGERPRINT = re.compile(r"[0-9a-f]{2}(?::[0-9a-f]{2}){31}")
 
 
-def _der_children(data: bytes, start: int, end: int) -> list[tuple[int, int, int]]:
-    """(tag, element start, element end) of each element inside a constructed element's content."""
-    children = []
-    offset = start
-    while offset < end:
-        tag, _content_start, content_end = _der_element(data, offset)
-        children.append((tag, offset, content_end))
-        offset = content_end
-    return children
+def ca_cert_hash(value: str) -> str:
+    """The value kubeadm pins with --discovery-token-ca-cert-hash: sha256:<hex> of the CA's DER SubjectPublicKeyInfo.
 
-
-def ca_cert_hash(pem: str) -> str:
-    """The value kubeadm pins with --discovery-token-ca-cert-hash: sha256 of the CA's DER SubjectPublicKeyInfo.
-
-    Reads the first certificate of a PEM text. Certificate ::= SEQUENCE { tbsCertificate, ... } and
-    tbsCertificate ::= SEQUENCE { [0] version OPTIONAL, serialNumber, signature, issuer, validity, subject,
-    subjectPublicKeyInfo, ... } (RFC 5280), so the key is the 6th (7th with a version) element.
+    ``value`` is either that SHA-256 as community.crypto.x509_certificate_info returns it in
+    ``public_key_fingerprints.sha256`` (colon-separated hex bytes of the SHA-256 of the DER SubjectPublicKeyInfo), or
+    a PEM text whose first certificate is read with the cryptography library (a dependency of ansible-core, so
+    present where filters run).
     """
-    if not isinstance(pem, str):
-        raise KubeInputError(f"expected a PEM certificate as text, not {type(pem).__name__}.")
-    match = _PEM_CERTIFICATE.search(pem)
+    if not isinstance(value, str):
+        raise KubeInputError(f"expected a SHA-256 public key fingerprint or a PEM certificate as text, not {type(value).__name__}.")
+    fingerprint = value.strip().lower()
+    if _SHA256_FINGERPRINT.fullmatch(fingerprint):
+        return "sha256:" + fingerprint.replace(":", "")
+    match = _PEM_CERTIFICATE.search(value)
     if match is None:
-        raise KubeInputError("no PEM certificate (-----BEGIN CERTIFICATE-----) found in the input.")
+        raise KubeInputError(
+            "neither a SHA-256 public key fingerprint (32 colon-separated hex bytes, as community.crypto.x509_certificate_info "
+            "returns in public_key_fingerprints.sha256) nor a PEM certificate (-----BEGIN CERTIFICATE-----)."
+        )
     try:
         der = base64.b64decode("".join(match.group(1).split()), validate=True)
     except binascii.Error as error:
         raise KubeInputError(f"the PEM certificate is not valid base64 ({error}).") from None
-    tag, start, end = _der_element(der, 0)
-    if tag != 0x30:
-        raise KubeInputError("the PEM block is not an X.509 certificate (no outer SEQUENCE).")
-    tbs_tag, tbs_start, tbs_end = _der_element(der, start)
-    if tbs_tag != 0x30:
-        raise KubeInputError("the PEM block is not an X.509 certificate (no tbsCertificate SEQUENCE).")
-    fields = _der_children(der, tbs_start, tbs_end)
-    if fields and fields[0][0] == 0xA0:
-        fields = fields[1:]
-    if len(fields) < 6 or fields[5][0] != 0x30:
-        raise KubeInputError("the certificate has no subjectPublicKeyInfo where X.509 puts it.")
-    _tag, spki_start, spki_end = fields[5]
-    return "sha256:" + hashlib.sha256(der[spki_start:spki_end]).hexdigest()
+    from cryptography import x509  # pylint: disable=import-outside-toplevel  # only the PEM form needs it
+    from cryptography.hazmat.primitives import serialization  # pylint: disable=import-outside-toplevel
+
+    try:
+        certificate = x509.load_der_x509_certificate(der)
+    except ValueError as error:
+        raise KubeInputError(f"the PEM block is not an X.509 certificate ({error}).") from None
+    spki = certificate.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(spki).hexdigest()
 
 
 def parse_cidr(value, name: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:

@@ -1,8 +1,8 @@
 """The RoCEv2 GID index that rdma_facts finds is the NCCL_IB_GID_INDEX of the network benchmark.
 
 The module reads a sysfs tree laid out like a two-rail ConnectX-7 host (in a temporary directory, with the tools
-pointed at paths that do not exist), and the benchmark's settings (playbooks/vars/network_benchmark.yml, the file
-its plays load) turn the fact into the nccl_ib_gid_index that tasks/network_benchmark_run.yml passes to
+pointed at paths that do not exist), and the network_benchmark role's settings (its defaults/main.yml and vars/main.yml)
+turn the fact into the nccl_ib_gid_index that its tasks/run.yml passes to
 onprem.gpu.nccl_allreduce. The whole benchmark runs on the lab (tests/e2e/network_benchmark_e2e.sh).
 """
 import json
@@ -43,13 +43,13 @@ def benchmark_gid_index(tmp_path, extra_vars=None):
         "hosts": "all",
         "connection": "local",
         "gather_facts": False,
-        "vars_files": [str(REPO / "playbooks" / "vars" / "network_benchmark.yml")],
+        "vars_files": [str(REPO / "roles" / "network_benchmark" / name / "main.yml") for name in ("defaults", "vars")],
         "tasks": [
             {"name": "Read the rails", "onprem.gpu.rdma_facts": {
                 "sysfs_root": str(tmp_path / "sys"), "ibv_devinfo": "/nonexistent/ibv_devinfo",
                 "ibdev2netdev": "/nonexistent/ibdev2netdev", "rdma": "/nonexistent/rdma"}},
             {"name": "Write what NCCL would get", "ansible.builtin.copy": {
-                "content": "{{ {'gid_index': __network_benchmark['nccl_ib_gid_index']} | to_json }}",
+                "content": "{{ {'gid_index': __network_benchmark_settings['nccl_ib_gid_index']} | to_json }}",
                 "dest": str(tmp_path / "nccl.json"), "mode": "0644"}},
         ],
     }]))

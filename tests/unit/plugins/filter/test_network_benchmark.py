@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The helpers of playbooks/network_benchmark.yml: pair rounds, localisation, NCCL's view of each host, findings, charts."""
+"""The helpers of the network_benchmark role: pair rounds, localisation, NCCL's view of each host, findings, charts (drawn by
+plugins/module_utils/_network_benchmark_svg.py, tested in tests/unit/plugins/module_utils/test__network_benchmark_svg.py)."""
 
 from __future__ import annotations
 
@@ -195,24 +196,11 @@ def test_findings_refuse_malformed_input():
         network_benchmark_findings({}, NODES)
 
 
-def test_svg_is_a_well_formed_chart_with_threshold_and_series():
-    points = [[1 << exponent, min(480.0, 2.0 ** (exponent - 20) * 10)] for exponent in range(10, 34)]
-    svg = network_benchmark_svg([{"label": "out-of-place", "points": points}, {"label": "in-place", "points": points[:-1] + [[1 << 33, None]]}],
-                                "dc1-gpu1 alone <8 x H100>", threshold=384, min_size=GIB)
-    root = ElementTree.fromstring(svg)
-    namespace = "{http://www.w3.org/2000/svg}"
-    assert root.tag == f"{namespace}svg"
-    assert len(root.findall(f"{namespace}polyline")) == 2
-    assert len(root.findall(f"{namespace}circle")) == 24 + 23
-    texts = [element.text for element in root.iter(f"{namespace}text")]
-    assert "dc1-gpu1 alone <8 x H100>" in texts and "threshold 384" in texts and "4G" in texts and "1K" in texts
-    assert any(line.get("stroke-dasharray") for line in root.findall(f"{namespace}line"))
-
-
-def test_svg_without_points_says_so():
-    svg = network_benchmark_svg([{"label": "out-of-place", "points": []}], "empty")
-    assert "no results: the run printed no table" in svg
-    ElementTree.fromstring(svg)
+def test_svg_filter_draws_the_chart_and_turns_bad_input_into_a_filter_error():
+    svg = network_benchmark_svg([{"label": "in-place", "points": [[GIB, 370.0]]}], "dc1-gpu1 + dc1-gpu2", threshold=296, min_size=GIB)
+    assert ElementTree.fromstring(svg).tag == "{http://www.w3.org/2000/svg}svg"
+    with pytest.raises(AnsibleFilterError, match="network_benchmark_svg: series must be a list"):
+        network_benchmark_svg({"label": "x"}, "bad")
 
 
 def test_filters_are_registered():

@@ -19,8 +19,25 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kube"
 PINS = dict(line.split() for line in (FIXTURES / "hashes.txt").read_text().splitlines())
 
 
+# public_key_fingerprints.sha256 of community.crypto.x509_certificate_info (3.0.5) run on each certificate.
+FINGERPRINTS = dict(line.split() for line in (FIXTURES / "public_key_fingerprints.txt").read_text().splitlines())
+
+
+def test_every_certificate_has_a_recorded_fingerprint():
+    assert sorted(FINGERPRINTS) == sorted(PINS)
+
+
 @pytest.mark.parametrize("certificate", sorted(PINS))
-def test_ca_hash_matches_the_openssl_pipeline(certificate):
+def test_the_community_crypto_fingerprint_becomes_the_pin_of_the_openssl_pipeline(certificate):
+    assert ca_cert_hash(FINGERPRINTS[certificate]) == PINS[certificate]
+
+
+def test_the_fingerprint_may_be_upper_case_and_padded():
+    assert ca_cert_hash(" " + FINGERPRINTS["ca_rsa2048.crt"].upper() + "\n") == PINS["ca_rsa2048.crt"]
+
+
+@pytest.mark.parametrize("certificate", sorted(PINS))
+def test_a_pem_certificate_gives_the_pin_of_the_openssl_pipeline(certificate):
     assert ca_cert_hash((FIXTURES / certificate).read_text()) == PINS[certificate]
 
 
@@ -32,15 +49,23 @@ def test_ca_hash_reads_the_first_certificate_of_a_bundle():
 @pytest.mark.parametrize(
     "text, message",
     [
-        pytest.param("", "no PEM certificate", id="empty"),
+        pytest.param("", "neither a SHA-256 public key fingerprint", id="empty"),
+        pytest.param(FINGERPRINTS["ca_rsa2048.crt"][:-3], "neither a SHA-256 public key fingerprint", id="fingerprint-one-byte-short"),
+        pytest.param("sha1 " + "ab:" * 19 + "ab", "neither a SHA-256 public key fingerprint", id="sha1-fingerprint"),
+        pytest.param(FINGERPRINTS["ca_rsa2048.crt"].replace(":", "-"), "neither a SHA-256 public key fingerprint", id="dashes"),
         pytest.param("-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n", "not valid base64", id="not-base64"),
         pytest.param("-----BEGIN CERTIFICATE-----\nAgEB\n-----END CERTIFICATE-----\n", "not an X.509 certificate", id="not-a-sequence"),
-        pytest.param("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", "truncated", id="truncated"),
+        pytest.param("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", "not an X.509 certificate", id="truncated"),
     ],
 )
-def test_ca_hash_refuses_what_is_not_a_certificate(text, message):
+def test_ca_hash_refuses_what_is_neither(text, message):
     with pytest.raises(KubeInputError, match=message):
         ca_cert_hash(text)
+
+
+def test_ca_hash_refuses_what_is_not_text():
+    with pytest.raises(KubeInputError, match="not dict"):
+        ca_cert_hash({"sha256": FINGERPRINTS["ca_rsa2048.crt"]})
 
 
 @pytest.mark.parametrize(
