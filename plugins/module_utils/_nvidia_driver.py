@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+# The repository's key and source file are those of the package_source role, which writes them: one text per repository
+# whichever role writes it (the site's mirror is shared with container_runtime, kube_node, nccl_tests and rdma).
+from ansible_collections.onprem.gpu.plugins.module_utils import _package_source as package_source
+
 MANAGED_HEADER = "Managed by onprem.gpu (nvidia_driver role): local changes are overwritten."
-# The repository files are shared with the container_runtime role, which writes the same repository (the site's mirror)
-# from roles/container_runtime/templates/repository.{sources,repo}.j2: both must write them byte for byte alike, or
-# each run of one role undoes the other's (tests/unit/plugins/module_utils/test__nvidia_driver.py checks it).
-REPOSITORY_HEADER = "Managed by onprem.gpu: local changes are overwritten."
 REBOOT_MARKER = "/run/onprem-gpu/nvidia-driver-reboot-required"
 REBOOT_COMMAND = "systemctl reboot"
 BLACKLIST_PATH = "/etc/modprobe.d/blacklist-nouveau.conf"
@@ -169,22 +169,9 @@ def input_problems(branch, version, allow_reboot, connection):
 # ------------------------------------------------------------------ parsers of recorded command outputs
 
 
-def parse_madison(text):
-    """``apt-cache madison`` lines ("name | version | source") as (name, version) pairs."""
-    offers = []
-    for line in text.splitlines():
-        cells = [cell.strip() for cell in line.split("|")]
-        if len(cells) >= 3 and cells[0] and cells[1]:
-            offers.append((cells[0], cells[1]))
-    return offers
 
 
-_DNF_LINE = re.compile(r"^(\S+)\.\S+\s+(?:[0-9]+:)?(\S+)\s+\S+$")
 
-
-def parse_dnf_list(text):
-    """``dnf list --showduplicates`` lines ("name.arch [epoch:]version-release repository") as (name, version) pairs."""
-    return [match.groups() for match in map(_DNF_LINE.match, text.splitlines()) if match]
 
 
 def parse_dpkg_query(text):
@@ -202,12 +189,6 @@ def parse_rpm_query(text):
     return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
 
 
-def parse_holds(text, family):
-    """Held package names: ``apt-mark showhold`` prints names; ``dnf versionlock list`` prints name-[epoch:]version-release.arch."""
-    names = [line.strip() for line in text.splitlines() if line.strip()]
-    if family == "RedHat":
-        return [re.sub(r"-([0-9]+:)?[0-9].*$", "", name) for name in names if re.match(r"^\S+-([0-9]+:)?[0-9]\S*$", name)]
-    return names
 
 
 def parse_systemctl_show(text):
@@ -251,6 +232,13 @@ class Request:
     repo_suites: list
     repo_components: list
     kernel_headers: list
+    repo_key_url: str = ""
+
+    @property
+    def repository(self):
+        """The driver repository as the package_source role takes it."""
+        return {"name": self.repo_name, "url": self.repo_url, "suites": list(self.repo_suites), "components": list(self.repo_components),
+                "key_url": self.repo_key_url}
 
 
 @dataclass
@@ -282,22 +270,9 @@ def pinned(version, wanted):
 
 def desired_files(platform, request, repo_key):
     """Path -> (content or None for absent, mode, effect) for every file the role manages."""
-    files = {}
-    if platform.family == "Debian":
-        keyring = f"/etc/apt/keyrings/{request.repo_name}.asc"
-        source = [f"# {REPOSITORY_HEADER}", "Types: deb", f"URIs: {request.repo_url}", f"Suites: {' '.join(request.repo_suites)}"]
-        if request.repo_components:
-            source.append(f"Components: {' '.join(request.repo_components)}")
-        source.append(f"Signed-By: {keyring}")
-        files[keyring] = (repo_key, "0644", "repository")
-        files[f"/etc/apt/sources.list.d/{request.repo_name}.sources"] = ("\n".join(source) + "\n", "0644", "repository")
-    else:
-        keyring = f"/etc/pki/rpm-gpg/{request.repo_name}.asc"
-        files[keyring] = (repo_key, "0644", "repository")
-        files[f"/etc/yum.repos.d/{request.repo_name}.repo"] = ("\n".join([
-            f"# {REPOSITORY_HEADER}", f"[{request.repo_name}]", f"name={request.repo_name} (managed by onprem.gpu)",
-            f"baseurl={request.repo_url}", "enabled=1", "gpgcheck=1", f"gpgkey=file://{keyring}",
-        ]) + "\n", "0644", "repository")
+    repository = request.repository
+    files = {path: (content, "0644", "repository")
+             for path, content in package_source.desired_files(platform.family, [repository], {repository["name"]: repo_key}, "").items()}
     blacklist = None
     if request.blacklist_nouveau:
         blacklist = (f"# {MANAGED_HEADER}\n# nouveau must never bind the GPUs: the NVIDIA module cannot load on a GPU that nouveau holds.\n"

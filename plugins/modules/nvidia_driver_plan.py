@@ -165,6 +165,10 @@ verify_problems:
   returned: when the inputs, the platform and the driver repository could be read
   type: list
   elements: str
+repository:
+  description: The driver repository resolved (C(name), C(url), C(suites), C(components), C(key_url)), as the package_source role writes it.
+  returned: when the inputs, the platform and the driver repository could be read
+  type: dict
 family:
   description: The OS family whose package tools the role uses, V(Debian) or V(RedHat).
   returned: when the inputs, the platform and the driver repository could be read
@@ -189,13 +193,12 @@ ansible_facts:
 
 import os
 import pwd
-import shutil
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.onprem.gpu.plugins.module_utils import _nvidia_driver as driver
+from ansible_collections.onprem.gpu.plugins.module_utils import _package_source as package_source
 from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
 from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import model_info
 from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi import NvidiaSmiError, missing_binary_state, query_gpu_argv, read_driver_state
@@ -240,58 +243,30 @@ def fetch_key(module, url):
     )
 
 
-def apt_repository_offers(module, request, key, names):
-    """What the driver repository offers, read through a private APT configuration removed afterwards."""
-    work = tempfile.mkdtemp(prefix="onprem-gpu-apt-")
-    try:
-        # APT downloads as the unprivileged _apt user, which must read the key and write the lists.
-        os.chmod(work, 0o755)
-        with open(os.path.join(work, "key.asc"), "w", encoding="utf-8") as handle:
-            handle.write(key)
-        os.chmod(os.path.join(work, "key.asc"), 0o644)
-        os.makedirs(os.path.join(work, "lists", "partial"))
-        try:
-            apt_user = pwd.getpwnam("_apt").pw_uid
-            for directory in (os.path.join(work, "lists"), os.path.join(work, "lists", "partial")):
-                os.chown(directory, apt_user, -1)
-        except KeyError:
-            pass
-        source = ["Types: deb", f"URIs: {request.repo_url}", f"Suites: {' '.join(request.repo_suites)}"]
-        if request.repo_components:
-            source.append(f"Components: {' '.join(request.repo_components)}")
-        source.append(f"Signed-By: {work}/key.asc")
-        with open(os.path.join(work, "probe.sources"), "w", encoding="utf-8") as handle:
-            handle.write("\n".join(source) + "\n")
-        options = ["-o", f"Dir::Etc::SourceList={work}/probe.sources", "-o", "Dir::Etc::SourceParts=-", "-o", f"Dir::State::Lists={work}/lists",
-                   "-o", "Dir::Cache::pkgcache=", "-o", "Dir::Cache::srcpkgcache="]
-        rc, stdout, stderr = module.run_command(["apt-get", "-q"] + options + ["update"], environ_update=C_LOCALE)
-        if rc != 0:
-            errors = [line for line in (stdout + "\n" + stderr).splitlines() if line.startswith(("E:", "W:", "Err:"))]
-            return None, (
-                f"APT cannot read the driver repository {request.repo_url} (suites {' '.join(request.repo_suites)}, components "
-                f"{' '.join(request.repo_components) or 'none'}): {' '.join(errors) or stderr.strip()}; check nvidia_driver_repo_url, "
-                "_suites, _components and that nvidia_driver_repo_key_url is the key that signs it."
-            )
-        _rc, stdout, _stderr = run(module, ["apt-cache"] + options + ["madison"] + names)
-        return driver.parse_madison(stdout), None
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
 def read_offers(module, platform, request, key, names, installed):
+    """What the driver repository offers (package_source's one check), and the host's sources of missing kernel headers."""
     missing_headers = [name for name in request.kernel_headers if name not in installed]
-    if platform.family == "RedHat":
-        argv = ["dnf", "--quiet", f"--repofrompath=onprem-gpu-probe,{request.repo_url}", "--repo=onprem-gpu-probe",
-                "--setopt=onprem-gpu-probe.gpgcheck=0", "list", "--showduplicates", "--available"]
-        offers = driver.parse_dnf_list(run(module, argv + names, ok=(0, 1))[1])
-        if missing_headers:
-            offers += driver.parse_dnf_list(run(module, ["dnf", "--quiet", "list", "--showduplicates", "--available"] + missing_headers, ok=(0, 1))[1])
-        return offers, None
-    offers, problem = apt_repository_offers(module, request, key, names + request.kernel_headers)
-    if problem is None and missing_headers:
-        # Reading what the host's sources offer changes no configuration; a source that fails only means fewer offers.
-        module.run_command(["apt-get", "-q", "update"], environ_update=C_LOCALE)
-        offers += driver.parse_madison(run(module, ["apt-cache", "madison"] + missing_headers)[1])
+
+    def run_c(argv):
+        return module.run_command(argv, environ_update=C_LOCALE)
+
+    try:
+        apt_uid = pwd.getpwnam("_apt").pw_uid if platform.family == "Debian" else None
+    except KeyError:
+        apt_uid = None
+    asked = names + ([] if platform.family == "RedHat" else request.kernel_headers)
+    offers, problem = package_source.repository_offers(run_c, platform.family, [request.repository], {request.repo_name: key}, "", asked, apt_uid)
+    if problem:
+        problem = problem.replace("APT cannot read ", "APT cannot read the driver repository ", 1)
+        return None, (f"{problem}; check nvidia_driver_repo_url, _suites, _components and that nvidia_driver_repo_key_url is the key that signs it.")
+    if missing_headers:
+        if platform.family == "RedHat":
+            offers += package_source.parse_dnf_list(run(module, ["dnf", "--quiet", "list", "--showduplicates", "--available"] + missing_headers,
+                                                        ok=(0, 1))[1])
+        else:
+            # Reading what the host's sources offer changes no configuration; a source that fails only means fewer offers.
+            module.run_command(["apt-get", "-q", "update"], environ_update=C_LOCALE)
+            offers += package_source.parse_madison(run(module, ["apt-cache", "madison"] + missing_headers)[1])
     return offers, problem
 
 
@@ -304,8 +279,8 @@ def read_installed(module, platform):
 def read_holds(module, platform):
     if platform.family == "RedHat":
         rc, stdout, _stderr = module.run_command(["dnf", "--quiet", "versionlock", "list"], environ_update=C_LOCALE)
-        return driver.parse_holds(stdout if rc == 0 else "", "RedHat")
-    return driver.parse_holds(run(module, ["apt-mark", "showhold"])[1], "Debian")
+        return package_source.parse_holds(stdout if rc == 0 else "", "RedHat")
+    return package_source.parse_holds(run(module, ["apt-mark", "showhold"])[1], "Debian")
 
 
 def read_file(path):
@@ -381,8 +356,9 @@ def main():
         repo_url=params["repo_url"] or platform.repo_url, repo_suites=params["repo_suites"] or list(platform.repo_suites),
         repo_components=params["repo_components"] or list(platform.repo_components),
         kernel_headers=params["kernel_headers_packages"] or driver.kernel_headers(platform, kernel),
+        repo_key_url=params["repo_key_url"] or platform.key_url,
     )
-    key, problem = fetch_key(module, params["repo_key_url"] or platform.key_url)
+    key, problem = fetch_key(module, request.repo_key_url)
     if problem:
         module.exit_json(changed=False, problems=[problem], ansible_facts=facts)
     installed = read_installed(module, platform)
@@ -414,7 +390,7 @@ def main():
         nvidia_driver_version=state.version, nvidia_driver_status=state.status, nvidia_gpus=state.gpus,
     )
     verify = driver.verify_problems(platform, request, node) if plan["verifiable"] else []
-    module.exit_json(changed=False, problems=problems, plan=plan, verify_problems=verify, family=platform.family,
+    module.exit_json(changed=False, problems=problems, plan=plan, verify_problems=verify, family=platform.family, repository=request.repository,
                      initramfs_command=["/usr/bin/dracut", "--force", "--regenerate-all"] if platform.family == "RedHat"
                      else ["/usr/sbin/update-initramfs", "-u", "-k", "all"],
                      ansible_facts=facts)

@@ -1,18 +1,28 @@
 """The lab mirror's build (lab/mirror/build.py): the DOCA stand-ins are also published flat, as NVIDIA publishes DOCA
 (https://linux.mellanox.com/public/repo/doca/<version>/<distro>/<arch>/, APT suite "./"), next to the existing
-dists/bookworm layout; APT, given the rdma role's repository template with its defaults, reads the flat one."""
+dists/bookworm layout; APT, given the source the package_source role writes for the rdma role's defaults, reads the flat one."""
 
 import importlib.util
 import pathlib
 import shutil
 import subprocess
 
-import jinja2
 import pytest
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "rdma"
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Plain Python (no Ansible imports): the text the package_source role writes for every role.
+source_text = load("package_source", ROOT / "plugins" / "module_utils" / "_package_source.py").source_text
 
 pytestmark = pytest.mark.skipif(not all(shutil.which(tool) for tool in ("dpkg-deb", "apt-ftparchive", "gpg", "apt-get")),
                                 reason="needs dpkg-deb, apt-ftparchive, gpg and apt-get")
@@ -20,9 +30,7 @@ pytestmark = pytest.mark.skipif(not all(shutil.which(tool) for tool in ("dpkg-de
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("lab_mirror_build", ROOT / "lab" / "mirror" / "build.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = load("lab_mirror_build", ROOT / "lab" / "mirror" / "build.py")
     output = tmp_path_factory.mktemp("mirror")
     build.build(output)
     return output / "published" / "repo"
@@ -40,17 +48,16 @@ def test_the_doca_stand_ins_are_published_flat_beside_the_suite_layout(repo):
     assert "Package: doca-roce" in (repo / "dists" / "bookworm" / "main" / "binary-amd64" / "Packages").read_text()
 
 
-def test_apt_reads_the_flat_repository_through_the_role_template_and_its_defaults(repo, tmp_path):
+def test_apt_reads_the_flat_repository_through_the_package_source_and_the_rdma_defaults(repo, tmp_path):
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    # Without onprem_gpu_mirror_url the role's own defaults apply: NVIDIA's flat layout, suite "./" and no components.
+    assert defaults["rdma_doca_repo_suites"].endswith("else ['./'] }}") and defaults["rdma_doca_repo_components"].endswith("else [] }}")
     keyring = tmp_path / "doca.asc"
     shutil.copy(repo / "onprem-gpu-lab.asc", keyring)
-    template = jinja2.Environment(trim_blocks=True).from_string((ROLE / "templates" / "repository.sources.j2").read_text())
     sources = tmp_path / "etc" / "sources.list.d"
     sources.mkdir(parents=True)
-    (sources / "doca.sources").write_text(template.render(
-        rdma_doca_repo_url="file://%s/doca/3.2.0/debian12/x86_64/" % repo, rdma_doca_repo_suites=defaults["rdma_doca_repo_suites"],
-        rdma_doca_repo_components=defaults["rdma_doca_repo_components"], __rdma_doca_keyring=str(keyring),
-        ansible_facts={"distribution_release": "bookworm"}))
+    repository = {"name": "doca", "url": "file://%s/doca/3.2.0/debian12/x86_64/" % repo, "suites": ["./"], "components": []}
+    (sources / "doca.sources").write_text(source_text("Debian", repository, str(keyring), "bookworm"))
     for directory in ("state/lists/partial", "cache/archives/partial"):
         (tmp_path / directory).mkdir(parents=True)
     apt = ["-o", "Dir::Etc::sourcelist=/dev/null", "-o", "Dir::Etc::sourceparts=%s" % sources, "-o", "Dir::State=%s/state" % tmp_path,

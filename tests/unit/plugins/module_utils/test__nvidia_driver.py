@@ -10,6 +10,7 @@ import re
 import pytest
 
 from ansible_collections.onprem.gpu.plugins.module_utils import _nvidia_driver as driver
+from ansible_collections.onprem.gpu.plugins.module_utils import _package_source as package_source
 from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import model_info
 
 DEBIAN = driver.find_platform("debian", "12")
@@ -107,16 +108,16 @@ def test_input_problems():
 def test_parsers():
     madison = ("nvidia-driver-cuda | 580.65.06-1 | http://lab-mirror:8080 bookworm/main amd64 Packages\n"
                "nvidia-driver-cuda | 570.172.08-1 | http://lab-mirror:8080 bookworm/main amd64 Packages\n")
-    assert driver.parse_madison(madison) == [("nvidia-driver-cuda", "580.65.06-1"), ("nvidia-driver-cuda", "570.172.08-1")]
+    assert package_source.parse_madison(madison) == [("nvidia-driver-cuda", "580.65.06-1"), ("nvidia-driver-cuda", "570.172.08-1")]
     dnf = ("Available Packages\nnvidia-driver-cuda.x86_64    3:580.65.06-1.el9    cuda-rhel9-x86_64\n"
            "kernel-devel.x86_64  5.14.0-427.el9  baseos\n")
-    assert driver.parse_dnf_list(dnf) == [("nvidia-driver-cuda", "580.65.06-1.el9"), ("kernel-devel", "5.14.0-427.el9")]
+    assert package_source.parse_dnf_list(dnf) == [("nvidia-driver-cuda", "580.65.06-1.el9"), ("kernel-devel", "5.14.0-427.el9")]
     dpkg = "nvidia-driver-cuda\t580.65.06-1\thi \nnvidia-kernel-dkms\t570.172.08-1\trc \nlibc6\t2.36-9\tii \n"
     assert driver.parse_dpkg_query(dpkg) == {"nvidia-driver-cuda": "580.65.06-1", "libc6": "2.36-9"}
     assert driver.parse_rpm_query("nvidia-driver-cuda\t580.65.06-1.el9\n") == {"nvidia-driver-cuda": "580.65.06-1.el9"}
-    assert driver.parse_holds("nvidia-driver-cuda\nnvidia-modprobe\n", "Debian") == ["nvidia-driver-cuda", "nvidia-modprobe"]
+    assert package_source.parse_holds("nvidia-driver-cuda\nnvidia-modprobe\n", "Debian") == ["nvidia-driver-cuda", "nvidia-modprobe"]
     locks = "Last metadata expiration check: 0:01:00 ago.\nnvidia-driver-cuda-3:580.65.06-1.el9.*\nkmod-nvidia-open-dkms-580.65.06-1.el9.*\n"
-    assert driver.parse_holds(locks, "RedHat") == ["nvidia-driver-cuda", "kmod-nvidia-open-dkms"]
+    assert package_source.parse_holds(locks, "RedHat") == ["nvidia-driver-cuda", "kmod-nvidia-open-dkms"]
     show = ("Id=nvidia-persistenced.service\nLoadState=loaded\nActiveState=active\nUnitFileState=enabled\n\n"
             "Id=nvidia-fabricmanager.service\nLoadState=not-found\nActiveState=inactive\nUnitFileState=\n")
     assert driver.parse_systemctl_show(show) == {
@@ -271,18 +272,11 @@ def test_offer_problems():
     ]
 
 
-@pytest.mark.parametrize("template, suffix", [("repository.sources.j2", ".sources"), ("repository.repo.j2", ".repo")])
-def test_the_repository_file_is_the_one_container_runtime_writes(template, suffix):
-    """Both roles write the site's mirror under the same name; a difference makes each run undo the other's."""
-    import pathlib  # pylint: disable=import-outside-toplevel
-    import jinja2  # pylint: disable=import-outside-toplevel
-    platform = DEBIAN if suffix == ".sources" else RHEL
-    req = request()
-    files = driver.desired_files(platform, req, KEY)
-    path = [name for name in files if name.endswith(suffix)][0]
-    keyring = [name for name in files if name.startswith(("/etc/apt/keyrings/", "/etc/pki/rpm-gpg/"))][0]
-    repository = {"name": req.repo_name, "url": req.repo_url, "suites": req.repo_suites, "components": req.repo_components, "keyring": keyring}
-    source = pathlib.Path(__file__).resolve().parents[4] / "roles" / "container_runtime" / "templates" / template
-    environment = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True)
-    rendered = environment.from_string(source.read_text(encoding="utf-8")).render(__container_runtime_repository=repository)
-    assert files[path][0] == rendered
+@pytest.mark.parametrize("platform", [DEBIAN, RHEL], ids=["deb822", "repo"])
+def test_the_repository_files_are_the_package_source_roles(platform):
+    """The driver plans the repository's files as the package_source role writes them for every role: a difference would make
+    each run of one role undo the other's."""
+    req = request(repo_key_url="http://mirror:8080/lab.asc")
+    planned = {path: content for path, (content, _mode, effect) in driver.desired_files(platform, req, KEY).items() if effect == "repository"}
+    assert planned == package_source.desired_files(platform.family, [req.repository], {"lab": KEY}, "bookworm")
+    assert len(planned) == 2

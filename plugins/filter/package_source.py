@@ -1,0 +1,17 @@
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+from ansible_collections.onprem.gpu.plugins.module_utils._package_source import desired_files
+
+
+def package_source_files(repositories, keys, family="Debian", codename=""):
+    """{path: content} of the key and source file of each repository, as the package_source role writes them."""
+    return desired_files(family, repositories, keys, codename)
+
+
+class FilterModule:
+    def filters(self):
+        return {"package_source_files": package_source_files}

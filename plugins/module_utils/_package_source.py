@@ -1,0 +1,276 @@
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The package sources of the collection's roles: one file per repository whichever role writes it, and one way to
+ask a repository what it offers.
+
+Plain Python without Ansible imports: the package_source module (the package_source role's one task) and the
+nvidia_driver_plan module call it; commands run through the ``run`` callable they pass (argv list -> rc, stdout, stderr).
+
+File formats: deb822 sources (sources.list(5), "DEB822-STYLE FORMAT"; Signed-By names a keyring file, .asc for an
+ASCII-armored key, .gpg for a binary one) and yum/dnf .repo files (dnf.conf(5), repo options baseurl, gpgcheck, gpgkey).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+
+HEADER = "Managed by onprem.gpu: local changes are overwritten."
+ARMORED_KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
+FAMILIES = ("Debian", "RedHat")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+CALLERS = ("onprem.gpu.nvidia_driver", "onprem.gpu.container_runtime", "onprem.gpu.kube_node", "onprem.gpu.nccl_tests", "onprem.gpu.rdma")
+
+
+def caller_problem(parent_roles):
+    """The guard of the internal role: one sentence unless one of the collection's roles includes it."""
+    names = [name if "." in name else f"onprem.gpu.{name}" for name in parent_roles or []]
+    if any(name in CALLERS for name in names):
+        return None
+    return ("onprem.gpu.package_source is internal to the onprem.gpu collection: its roles (" + ", ".join(name.split(".")[-1] for name in CALLERS)
+            + ") include it with their repository settings; set those roles' *_repo_url variables (or onprem_gpu_mirror_url) instead.")
+
+
+def input_problems(repositories):
+    """Problems of the repositories asked for, each one sentence: nothing is fetched or written while there is one."""
+    problems, seen = [], {}
+    for repository in repositories:
+        name = repository.get("name") or ""
+        if not _NAME.match(name):
+            problems.append(f"The repository name '{name}' is not a file name (letters, digits, '.', '_', '-').")
+            continue
+        if not repository.get("url") or not repository.get("key_url"):
+            problems.append(f"The repository {name} needs both a URL and the URL of the key that signs it "
+                            f"(got url '{repository.get('url') or ''}', key_url '{repository.get('key_url') or ''}').")
+        settings = tuple((key, str(repository.get(key))) for key in ("url", "suites", "components", "key_url"))
+        if seen.setdefault(name, settings) != settings:
+            problems.append(f"The repository {name} is given twice with different settings: one name is one file, so give each "
+                            "repository its own name or the same URL, suites, components and key.")
+    return problems
+
+
+def key_problem(answer):
+    """Why a fetched key cannot be used ({status, msg, content}), or None."""
+    status = answer.get("status") or -1
+    if status == 200 and answer.get("content"):
+        return None
+    if status > 0:
+        return f"answered HTTP {status} with no signing key"
+    return f"is unreachable ({answer.get('msg') or 'no answer'})"
+
+
+def key_sentence(answer):
+    """The sentence for a key that cannot be used ({name, url, problem})."""
+    return (f"The {answer['name']} repository cannot be used: its key {answer['url']} {answer['problem']}; check the role's *_repo_url and "
+            "*_repo_key_url (or onprem_gpu_mirror_url and onprem_gpu_mirror_key_url), that the mirror is up, and the network path "
+            "(DNS, proxy, firewall) from this host to it.")
+
+
+def keyring_path(family, name, content):
+    """Where the key of repository ``name`` lives: APT's keyrings (.asc armored, .gpg binary) or RPM's GPG directory."""
+    if family == "RedHat":
+        return f"/etc/pki/rpm-gpg/{name}.asc"
+    return f"/etc/apt/keyrings/{name}.{'asc' if is_armored(content) else 'gpg'}"
+
+
+def is_armored(content):
+    if isinstance(content, bytes):
+        return ARMORED_KEY.encode() in content
+    return ARMORED_KEY in (content or "")
+
+
+def source_path(family, name):
+    return f"/etc/yum.repos.d/{name}.repo" if family == "RedHat" else f"/etc/apt/sources.list.d/{name}.sources"
+
+
+def suites(repository, codename):
+    """The suites written: those given, else the distribution's codename (bookworm, jammy, noble)."""
+    return list(repository.get("suites") or []) or [codename]
+
+
+def source_text(family, repository, keyring, codename):
+    """The one text of a repository's file, whichever role writes it."""
+    if family == "RedHat":
+        name = repository["name"]
+        lines = [f"# {HEADER}", f"[{name}]", f"name={name} (managed by onprem.gpu)", f"baseurl={repository['url']}", "enabled=1", "gpgcheck=1",
+                 f"gpgkey=file://{keyring}"]
+    else:
+        lines = [f"# {HEADER}", "Types: deb", f"URIs: {repository['url']}", f"Suites: {' '.join(suites(repository, codename))}"]
+        if repository.get("components"):
+            lines.append(f"Components: {' '.join(repository['components'])}")
+        lines.append(f"Signed-By: {keyring}")
+    return "\n".join(lines) + "\n"
+
+
+def desired_files(family, repositories, keys, codename):
+    """Path -> content (str or bytes) of every key and source file of the repositories; ``keys`` maps names to key contents."""
+    files = {}
+    for repository in repositories:
+        key = keys[repository["name"]]
+        keyring = keyring_path(family, repository["name"], key)
+        files[keyring] = key
+        files[source_path(family, repository["name"])] = source_text(family, repository, keyring, codename)
+    return files
+
+
+# ------------------------------------------------------------------ what a repository offers
+
+
+def parse_madison(text):
+    """``apt-cache madison`` lines ("name | version | source") as (name, version) pairs."""
+    offers = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.split("|")]
+        if len(cells) >= 3 and cells[0] and cells[1]:
+            offers.append((cells[0], cells[1]))
+    return offers
+
+
+_DNF_LINE = re.compile(r"^(\S+)\.\S+\s+(?:[0-9]+:)?(\S+)\s+\S+$")
+
+
+def parse_dnf_list(text):
+    """``dnf list --showduplicates`` lines ("name.arch [epoch:]version-release repository") as (name, version) pairs."""
+    return [match.groups() for match in map(_DNF_LINE.match, text.splitlines()) if match]
+
+
+def version_matches(version, wanted):
+    """Whether a package version (Debian 1.18.0-1, 2:1.35.0-1.1; RPM 580.65.06-1.el9) is of the wanted upstream version."""
+    version = re.sub(r"^[0-9]+:", "", version)
+    return version == wanted or version.startswith(wanted + "-")
+
+
+def split_request(request):
+    """"name" or "name=version" -> (name, version or None)."""
+    name, _sep, version = request.partition("=")
+    return name, (version or None)
+
+
+def judge_offers(offers, requests):
+    """{offered: {name: [versions]}, missing: [requests not offered]} for "name" / "name=version" requests."""
+    offered = {split_request(request)[0]: [] for request in requests}
+    for name, version in offers:
+        if name in offered and version not in offered[name]:
+            offered[name].append(version)
+    missing = []
+    for request in requests:
+        name, version = split_request(request)
+        if not any(version is None or version_matches(found, version) for found in offered[name]):
+            missing.append(request)
+    return {"offered": offered, "missing": missing}
+
+
+def apt_probe_options(work):
+    """APT options that read only the sources in ``work`` into lists in ``work``, leaving the host's lists alone."""
+    return ["-o", f"Dir::Etc::SourceList={work}/probe.sources", "-o", "Dir::Etc::SourceParts=-", "-o", f"Dir::State::Lists={work}/lists",
+            "-o", "Dir::Cache::pkgcache=", "-o", "Dir::Cache::srcpkgcache="]
+
+
+def repository_offers(run, family, repositories, keys, codename, names, apt_uid=None):
+    """What the repositories themselves offer of ``names``: (offers [(name, version)], problem or None).
+
+    APT reads them through a private configuration in a temporary directory removed afterwards, so the answer is the
+    same before their files are written (check mode, a first run) and the host's own package lists do not change.
+    """
+    if not names or not repositories:
+        return [], None
+    if family == "RedHat":
+        offers = []
+        for repository in repositories:
+            probe = f"onprem-gpu-probe-{repository['name']}"
+            argv = ["dnf", "--quiet", f"--repofrompath={probe},{repository['url']}", f"--repo={probe}", f"--setopt={probe}.gpgcheck=0",
+                    "list", "--showduplicates", "--available"] + list(names)
+            rc, stdout, stderr = run(argv)
+            if rc not in (0, 1):
+                return None, f"DNF cannot read the repository {repository['url']}: {(stderr or stdout).strip()}"
+            offers += parse_dnf_list(stdout)
+        return offers, None
+    work = tempfile.mkdtemp(prefix="onprem-gpu-apt-")
+    try:
+        # APT downloads as the unprivileged _apt user, which must read the keys and write the lists.
+        os.chmod(work, 0o755)
+        os.makedirs(os.path.join(work, "lists", "partial"))
+        if apt_uid is not None:
+            for directory in (os.path.join(work, "lists"), os.path.join(work, "lists", "partial")):
+                os.chown(directory, apt_uid, -1)
+        texts = []
+        for repository in repositories:
+            key = keys[repository["name"]]
+            keyring = os.path.join(work, os.path.basename(keyring_path(family, repository["name"], key)))
+            with open(keyring, "wb") as handle:
+                handle.write(key.encode() if isinstance(key, str) else key)
+            os.chmod(keyring, 0o644)
+            texts.append(source_text(family, repository, keyring, codename))
+        with open(os.path.join(work, "probe.sources"), "w", encoding="utf-8") as handle:
+            handle.write("\n".join(texts))
+        options = apt_probe_options(work)
+        rc, stdout, stderr = run(["apt-get", "-q"] + options + ["update"])
+        if rc != 0:
+            errors = [line for line in (stdout + "\n" + stderr).splitlines() if line.startswith(("E:", "W:", "Err:"))]
+            return None, f"APT cannot read {describe(repositories, codename)}: {' '.join(errors) or stderr.strip()}"
+        rc, stdout, stderr = run(["apt-cache"] + options + ["madison"] + list(names))
+        if rc != 0:
+            return None, f"apt-cache madison exited with code {rc}: {(stderr or stdout).strip()}"
+        return parse_madison(stdout), None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def describe(repositories, codename):
+    return "; ".join(f"{repository['url']} (suites {' '.join(suites(repository, codename))}, components "
+                     f"{' '.join(repository.get('components') or []) or 'none'})" for repository in repositories)
+
+
+# ------------------------------------------------------------------ holds
+
+
+def parse_holds(text, family):
+    """Held package names: ``apt-mark showhold`` prints names; ``dnf versionlock list`` prints name-[epoch:]version-release.arch."""
+    return list(parse_locks(text, family))
+
+
+def parse_locks(text, family):
+    """Held packages as {name: locked version or None}: APT holds a name, DNF locks name-[epoch:]version-release."""
+    names = [line.strip() for line in text.splitlines() if line.strip()]
+    if family != "RedHat":
+        return dict.fromkeys(names)
+    locks = {}
+    for entry in names:
+        match = re.match(r"^(\S+?)-(?:[0-9]+:)?([0-9][^-\s]*-[^\s]*?)(?:\.\*)?$", entry)
+        if match:
+            locks[match.group(1)] = match.group(2)
+    return locks
+
+
+def hold_changes(family, hold, unhold, locks):
+    """{names, commands}: what changes and the argv lists that hold ``hold`` ("name" or "name=version") and release ``unhold``,
+    given the held packages ({name: locked version or None}, or a list of names); no commands when nothing changes.
+
+    DNF locks a version: a package locked at another version than the one asked is released and locked again."""
+    locks = locks if isinstance(locks, dict) else dict.fromkeys(locks)
+    to_hold, relock = [], []
+    for request in hold:
+        name, version = split_request(request)
+        if name not in locks:
+            to_hold.append(request)
+        elif family == "RedHat" and version and not version_matches(locks[name] or "", version):
+            to_hold.append(request)
+            relock.append(name)
+    to_release = [name for name in unhold if name in locks] + relock
+    commands = []
+    if family == "RedHat":
+        if to_release:
+            commands.append(["dnf", "--quiet", "versionlock", "delete"] + to_release)
+        if to_hold:
+            commands.append(["dnf", "--quiet", "versionlock", "add"]
+                            + [name + (f"-{version}" if version else "") for name, version in map(split_request, to_hold)])
+    else:
+        if to_release:
+            commands.append(["apt-mark", "unhold"] + to_release)
+        if to_hold:
+            commands.append(["apt-mark", "hold"] + [split_request(request)[0] for request in to_hold])
+    return {"names": [split_request(request)[0] for request in to_hold] + [name for name in to_release if name not in relock], "commands": commands}

@@ -1,0 +1,153 @@
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ansible_collections.onprem.gpu.plugins.module_utils import _package_source as source
+
+KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\nlab\n-----END PGP PUBLIC KEY BLOCK-----\n"
+LAB = {"name": "onprem-gpu-lab", "url": "http://lab-mirror.onprem-gpu.internal:8080", "suites": ["bookworm"], "components": ["main"],
+       "key_url": "http://lab-mirror.onprem-gpu.internal:8080/onprem-gpu-lab.asc"}
+# Recorded from `apt-cache madison nvidia-container-toolkit kubeadm` against the lab mirror and Debian 12.
+MADISON = """nvidia-container-toolkit |     1.18.0-1 | http://lab-mirror.onprem-gpu.internal:8080 bookworm/main amd64 Packages
+nvidia-container-toolkit |     1.17.8-1 | http://lab-mirror.onprem-gpu.internal:8080 bookworm/main amd64 Packages
+   kubeadm | 1.35.4-1.1 | http://lab-mirror.onprem-gpu.internal:8080 bookworm/main amd64 Packages
+"""
+
+
+def test_the_lab_source_is_one_text_for_every_role():
+    text = source.source_text("Debian", LAB, "/etc/apt/keyrings/onprem-gpu-lab.asc", "bookworm")
+    assert text == ("# Managed by onprem.gpu: local changes are overwritten.\nTypes: deb\nURIs: http://lab-mirror.onprem-gpu.internal:8080\n"
+                    "Suites: bookworm\nComponents: main\nSigned-By: /etc/apt/keyrings/onprem-gpu-lab.asc\n")
+
+
+def test_a_flat_repository_has_no_components_and_empty_suites_take_the_codename():
+    flat = dict(LAB, suites=["/"], components=[])
+    assert "Components" not in source.source_text("Debian", flat, "/k.asc", "bookworm")
+    assert "Suites: noble\n" in source.source_text("Debian", dict(LAB, suites=[]), "/k.asc", "noble")
+
+
+def test_el_writes_a_repo_file_whose_key_is_a_file_url():
+    text = source.source_text("RedHat", LAB, "/etc/pki/rpm-gpg/onprem-gpu-lab.asc", "")
+    assert text.splitlines()[1:] == ["[onprem-gpu-lab]", "name=onprem-gpu-lab (managed by onprem.gpu)", f"baseurl={LAB['url']}", "enabled=1",
+                                     "gpgcheck=1", "gpgkey=file:///etc/pki/rpm-gpg/onprem-gpu-lab.asc"]
+
+
+def test_desired_files_name_the_keyring_by_the_key_format():
+    files = source.desired_files("Debian", [LAB, dict(LAB, name="binary")], {"onprem-gpu-lab": KEY, "binary": b"\x99\x01\x0d"}, "bookworm")
+    assert set(files) == {"/etc/apt/keyrings/onprem-gpu-lab.asc", "/etc/apt/sources.list.d/onprem-gpu-lab.sources",
+                          "/etc/apt/keyrings/binary.gpg", "/etc/apt/sources.list.d/binary.sources"}
+    assert "Signed-By: /etc/apt/keyrings/binary.gpg" in files["/etc/apt/sources.list.d/binary.sources"]
+    assert set(source.desired_files("RedHat", [LAB], {"onprem-gpu-lab": KEY}, "")) == {"/etc/pki/rpm-gpg/onprem-gpu-lab.asc",
+                                                                                        "/etc/yum.repos.d/onprem-gpu-lab.repo"}
+
+
+@pytest.mark.parametrize("parents, allowed", [
+    (["onprem.gpu.kube_node"], True), (["rdma"], True), (["onprem.gpu.nvidia_driver", "site"], True), ([], False), (["my.own.role"], False),
+])
+def test_only_the_collections_roles_may_include_it(parents, allowed):
+    problem = source.caller_problem(parents)
+    assert (problem is None) is allowed
+    if not allowed:
+        assert problem.startswith("onprem.gpu.package_source is internal to the onprem.gpu collection")
+
+
+def test_input_problems_name_each_bad_repository():
+    assert source.input_problems([LAB, dict(LAB)]) == []
+    problems = source.input_problems([dict(LAB, name="a b"), dict(LAB, key_url=""), dict(LAB, url="http://other")])
+    assert problems == [
+        "The repository name 'a b' is not a file name (letters, digits, '.', '_', '-').",
+        f"The repository onprem-gpu-lab needs both a URL and the URL of the key that signs it (got url '{LAB['url']}', key_url '').",
+        "The repository onprem-gpu-lab is given twice with different settings: one name is one file, so give each repository its own name "
+        "or the same URL, suites, components and key.",
+    ]
+
+
+@pytest.mark.parametrize("answer, problem", [
+    ({"status": 200, "content": KEY}, None),
+    ({"status": 404, "content": b"not found"}, "answered HTTP 404 with no signing key"),
+    ({"status": -1, "msg": "Connection refused"}, "is unreachable (Connection refused)"),
+])
+def test_key_problem(answer, problem):
+    assert source.key_problem(answer) == problem
+
+
+def test_judge_offers_matches_upstream_versions_and_names_what_is_missing():
+    offers = source.parse_madison(MADISON)
+    assert offers[2] == ("kubeadm", "1.35.4-1.1")
+    judged = source.judge_offers(offers, ["nvidia-container-toolkit=1.18.0", "kubeadm=1.35.4", "kubeadm=1.35", "kubectl", "libnvidia-container1"])
+    assert judged["missing"] == ["kubeadm=1.35", "kubectl", "libnvidia-container1"]
+    assert judged["offered"] == {"nvidia-container-toolkit": ["1.18.0-1", "1.17.8-1"], "kubeadm": ["1.35.4-1.1"], "kubectl": [],
+                                 "libnvidia-container1": []}
+    assert source.version_matches("2:1.18.0-1", "1.18.0") and not source.version_matches("1.18.01-1", "1.18.0")
+
+
+def test_parse_dnf_list():
+    text = ("Available Packages\nnvidia-driver-cuda.x86_64      3:580.65.06-1.el9     onprem-gpu-probe\n"
+            "kmod-nvidia-open-dkms.noarch   580.65.06-1.el9       onprem-gpu-probe\n")
+    assert source.parse_dnf_list(text) == [("nvidia-driver-cuda", "580.65.06-1.el9"), ("kmod-nvidia-open-dkms", "580.65.06-1.el9")]
+
+
+class FakeApt:
+    """Records the argv lists and answers as APT would; checks the private configuration it is given."""
+
+    def __init__(self, update_rc=0, update_err=""):
+        self.calls, self.update_rc, self.update_err, self.probe = [], update_rc, update_err, None
+
+    def __call__(self, argv):
+        self.calls.append(argv)
+        if argv[-1] == "update":
+            work = [value for value in argv if value.startswith("Dir::Etc::SourceList=")][0].split("=", 1)[1]
+            with open(work, encoding="utf-8") as handle:
+                self.probe = handle.read()
+            assert os.path.exists(os.path.join(os.path.dirname(work), "onprem-gpu-lab.asc"))
+            return self.update_rc, "", self.update_err
+        assert argv[0] == "apt-cache" and "Dir::Etc::SourceParts=-" in argv
+        return 0, MADISON, ""
+
+
+def test_repository_offers_reads_only_the_repositories_through_a_private_configuration():
+    apt = FakeApt()
+    offers, problem = source.repository_offers(apt, "Debian", [LAB], {"onprem-gpu-lab": KEY}, "bookworm", ["kubeadm"])
+    assert problem is None and ("kubeadm", "1.35.4-1.1") in offers
+    assert "Dir::Etc::SourceParts=-" in apt.calls[0] and apt.calls[1][-2:] == ["madison", "kubeadm"]
+    assert apt.probe.startswith("# Managed by onprem.gpu") and "Signed-By: /tmp/" in apt.probe
+    work = os.path.dirname(apt.probe.split("Signed-By: ")[1].strip())
+    assert not os.path.exists(work)
+
+
+def test_repository_offers_names_the_repository_apt_cannot_read():
+    apt = FakeApt(update_rc=100, update_err="Err:1 http://lab-mirror bookworm InRelease\n  Could not resolve host\nE: Some index files failed\n")
+    offers, problem = source.repository_offers(apt, "Debian", [LAB], {"onprem-gpu-lab": KEY}, "bookworm", ["kubeadm"])
+    assert offers is None
+    assert problem == ("APT cannot read http://lab-mirror.onprem-gpu.internal:8080 (suites bookworm, components main): "
+                       "Err:1 http://lab-mirror bookworm InRelease E: Some index files failed")
+
+
+def test_nothing_asked_runs_nothing():
+    assert source.repository_offers(None, "Debian", [LAB], {}, "bookworm", []) == ([], None)
+
+
+def test_hold_changes_hold_only_what_is_not_held_and_release_only_what_is():
+    assert source.hold_changes("Debian", ["kubelet", "kubeadm=1.35.4"], [], ["kubelet"]) == {
+        "names": ["kubeadm"], "commands": [["apt-mark", "hold", "kubeadm"]]}
+    assert source.hold_changes("Debian", ["kubelet"], ["nccl-tests", "other"], ["kubelet", "nccl-tests"]) == {
+        "names": ["nccl-tests"], "commands": [["apt-mark", "unhold", "nccl-tests"]]}
+    assert source.hold_changes("RedHat", ["nvidia-driver-cuda=580.65.06"], ["old"], source.parse_holds("old-0:1.0-1.el9.*\n", "RedHat")) == {
+        "names": ["nvidia-driver-cuda", "old"],
+        "commands": [["dnf", "--quiet", "versionlock", "delete", "old"], ["dnf", "--quiet", "versionlock", "add", "nvidia-driver-cuda-580.65.06"]]}
+    assert source.hold_changes("Debian", ["kubelet"], [], ["kubelet"])["commands"] == []
+
+
+def test_dnf_relocks_a_package_locked_at_another_version():
+    locks = source.parse_locks("Last metadata expiration check: 0:01:00 ago.\nnvidia-driver-cuda-3:570.172.08-1.el9.*\n"
+                               "kmod-nvidia-open-dkms-580.65.06-1.el9.*\n", "RedHat")
+    assert locks == {"nvidia-driver-cuda": "570.172.08-1.el9", "kmod-nvidia-open-dkms": "580.65.06-1.el9"}
+    changes = source.hold_changes("RedHat", ["nvidia-driver-cuda=580.65.06", "kmod-nvidia-open-dkms=580.65.06"], [], locks)
+    assert changes == {"names": ["nvidia-driver-cuda"], "commands": [["dnf", "--quiet", "versionlock", "delete", "nvidia-driver-cuda"],
+                                                                      ["dnf", "--quiet", "versionlock", "add", "nvidia-driver-cuda-580.65.06"]]}
