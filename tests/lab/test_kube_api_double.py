@@ -73,7 +73,7 @@ def kubectl_apply(cluster, *documents, extra=(), check=True):
 
 
 def raw(cluster, method, url, accept="application/json", body=None, content_type="application/json"):
-    """One request with the admin's client certificate, as client-go sends it; (status, headers, JSON body)."""
+    """One request with the admin's client certificate, as client-go sends it; (status, JSON body, headers)."""
     config = yaml.safe_load(cluster["admin"].read_text())
     server = config["clusters"][0]["cluster"]["server"]
     user = config["users"][0]["user"]
@@ -90,7 +90,7 @@ def raw(cluster, method, url, accept="application/json", body=None, content_type
         body = body if isinstance(body, str) else json.dumps(body)
     connection.request(method, url, body=body, headers=headers)
     response = connection.getresponse()
-    return response.status, response.headers, json.loads(response.read() or b"{}")
+    return response.status, json.loads(response.read() or b"{}"), response.headers
 
 
 def ready_pod(cluster, name, labels, owner=None, volumes=()):
@@ -112,7 +112,7 @@ def node(cluster):
 
 
 def test_discovery_as_the_apiserver_serves_it(cluster):
-    status, _, core = raw(cluster, "GET", "/api/v1")
+    status, core = raw(cluster, "GET", "/api/v1")[:2]
     assert status == 200 and core["kind"] == "APIResourceList"
     by_name = {resource["name"]: resource for resource in core["resources"]}
     assert by_name["pods"]["namespaced"] is True and by_name["pods"]["shortNames"] == ["po"] and "list" in by_name["pods"]["verbs"]
@@ -120,18 +120,18 @@ def test_discovery_as_the_apiserver_serves_it(cluster):
     # kubectl drain finds the Eviction API here (CheckEvictionSupport: group and version on the subresource).
     assert by_name["pods/eviction"] == {"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy", "version": "v1",
                                         "kind": "Eviction", "verbs": ["create"]}
-    status, _, listed = raw(cluster, "GET", "/apis")
-    assert listed["kind"] == "APIGroupList"
+    status, listed = raw(cluster, "GET", "/apis")[:2]
+    assert status == 200 and listed["kind"] == "APIGroupList"
     assert {"policy", "apps", "rbac.authorization.k8s.io", "apiextensions.k8s.io"} <= {group["name"] for group in listed["groups"]}
-    status, headers, aggregated = raw(cluster, "GET", "/apis", accept="application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json")
-    assert headers["Content-Type"] == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    status, aggregated, headers = raw(cluster, "GET", "/apis", accept="application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json")
+    assert status == 200 and headers["Content-Type"] == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
     policy = next(item for item in aggregated["items"] if item["metadata"]["name"] == "policy")
     (pdb,) = policy["versions"][0]["resources"]
     assert pdb["resource"] == "poddisruptionbudgets" and pdb["scope"] == "Namespaced" and pdb["responseKind"]["kind"] == "PodDisruptionBudget"
     # kubectl reads the same through aggregated discovery.
     resources = kubectl(cluster, "api-resources", "--api-group=policy", "-o", "name").stdout.split()
     assert resources == ["poddisruptionbudgets.policy"]
-    status, _, missing = raw(cluster, "GET", "/apis/nothing.example/v1")
+    status, missing = raw(cluster, "GET", "/apis/nothing.example/v1")[:2]
     assert status == 404 and missing["kind"] == "Status" and missing["reason"] == "NotFound"
 
 
@@ -140,6 +140,9 @@ def test_kubectl_labels_taints_and_cordons_the_node(cluster):
     kubectl(cluster, "taint", "node", NODE, "nvidia.com/mig=reconfiguring:NoSchedule")
     got = node(cluster)
     assert got.metadata.labels["nvidia.com/mig.config"] == "all-1g.10gb"
+    managers = {(entry.manager, entry.operation, entry.subresource) for entry in got.metadata.managed_fields}
+    # kubelet registered the Node and posts its status; kubectl label and taint name themselves as field managers.
+    assert {("kubelet", "Update", None), ("kubelet", "Update", "status"), ("kubectl-label", "Update", None), ("kubectl-taint", "Update", None)} <= managers
     assert {(taint.key, taint.value, taint.effect) for taint in got.spec.taints} == {
         ("nvidia.com/mig", "reconfiguring", "NoSchedule"), ("node-role.kubernetes.io/control-plane", None, "NoSchedule")}
     kubectl(cluster, "taint", "node", NODE, "nvidia.com/mig-")
@@ -170,8 +173,8 @@ def test_kubectl_drain_is_held_by_a_disruption_budget_and_then_evicts(cluster):
     assert (pdb.status.current_healthy, pdb.status.desired_healthy, pdb.status.disruptions_allowed) == (1, 1, 0)
 
     # The Eviction API itself answers 429 with the real body.
-    status, _, refused = raw(cluster, "POST", "/api/v1/namespaces/gpu/pods/trainer-0/eviction",
-                             body={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "trainer-0", "namespace": "gpu"}})
+    status, refused = raw(cluster, "POST", "/api/v1/namespaces/gpu/pods/trainer-0/eviction",
+                          body={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "trainer-0", "namespace": "gpu"}})[:2]
     assert status == 429 and refused["reason"] == "TooManyRequests"
     assert refused["message"] == "Cannot evict pod as it would violate the pod's disruption budget."
     assert refused["details"]["causes"] == [{"reason": "DisruptionBudget", "message": "The disruption budget trainer needs 1 healthy pods and has 1 currently"}]
@@ -255,16 +258,16 @@ def test_kubectl_create_generators_send_protobuf_the_double_reads(cluster):
 
 
 def test_requests_without_what_the_api_requires_get_its_errors(cluster):
-    status, _, answer = raw(cluster, "PATCH", "/api/v1/namespaces/default/configmaps/x", body="{}", content_type="application/apply-patch+yaml")
+    status, answer = raw(cluster, "PATCH", "/api/v1/namespaces/default/configmaps/x", body="{}", content_type="application/apply-patch+yaml")[:2]
     assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", "fieldManager is required for apply requests")
-    status, _, answer = raw(cluster, "POST", "/api/v1/namespaces/default/configmaps", body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})
+    status, answer = raw(cluster, "POST", "/api/v1/namespaces/default/configmaps", body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})[:2]
     assert (status, answer["reason"]) == (422, "Invalid")
     assert answer["message"] == 'ConfigMap "" is invalid: metadata.name: Required value: name or generateName is required'
-    status, _, answer = raw(cluster, "GET", "/api/v1/namespaces/default/configmaps/absent")
+    status, answer = raw(cluster, "GET", "/api/v1/namespaces/default/configmaps/absent")[:2]
     assert (status, answer["reason"], answer["message"]) == (404, "NotFound", 'configmaps "absent" not found')
-    status, _, answer = raw(cluster, "POST", "/api/v1/namespaces/nowhere/configmaps", body={"metadata": {"name": "x"}})
+    status, answer = raw(cluster, "POST", "/api/v1/namespaces/nowhere/configmaps", body={"metadata": {"name": "x"}})[:2]
     assert (status, answer["message"]) == (404, 'namespaces "nowhere" not found')
-    status, _, answer = raw(cluster, "GET", "/api/v1/pods?fieldSelector=spec.hostIP%3Dx")
+    status, answer = raw(cluster, "GET", "/api/v1/pods?fieldSelector=spec.hostIP%3Dx")[:2]
     assert (status, answer["message"]) == (400, "field label not supported: spec.hostIP")
 
 
