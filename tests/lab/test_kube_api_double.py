@@ -13,6 +13,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 import yaml
@@ -195,6 +196,8 @@ def test_kubectl_drain_is_held_by_a_disruption_budget_and_then_evicts(cluster):
 
 def test_kubectl_server_side_applies_a_crd_and_its_objects(cluster):
     assert "serverside-applied" in kubectl_apply(cluster, CRD).stdout
+    established = kubectl(cluster, "wait", "--for=condition=Established", f"crd/{CRD['metadata']['name']}", "--timeout=10s").stdout
+    assert established.strip() == f"customresourcedefinition.apiextensions.k8s.io/{CRD['metadata']['name']} condition met"
     assert kubectl_apply(cluster, pool("training", 4)).stdout.strip() == "gpupool.lab.onprem.example/training serverside-applied"
     table = kubectl(cluster, "get", "gpupools").stdout.splitlines()
     assert table[0].split() == ["NAME", "SIZE"] and table[1].split() == ["training", "4"]
@@ -255,6 +258,27 @@ def test_kubectl_create_generators_send_protobuf_the_double_reads(cluster):
     assert refused.returncode == 1 and "the lab double decodes protobuf bodies of Namespace, ConfigMap, Secret, ServiceAccount only" in refused.stderr
     kubectl(cluster, "delete", "namespace", "addons")
     assert cluster["core"].list_namespaced_config_map("addons").items == []
+
+
+def test_kubectl_waits_for_a_deletion_through_a_watch(cluster):
+    kubectl(cluster, "create", "configmap", "held", "--from-literal=a=b")
+    kubectl(cluster, "patch", "configmap", "held", "--type=merge", "-p", '{"metadata":{"finalizers":["lab.onprem.example/hold"]}}')
+    kubectl(cluster, "delete", "configmap", "held", "--wait=false")
+    held = cluster["core"].read_namespaced_config_map("held", "default")
+    assert held.metadata.deletion_timestamp is not None and held.metadata.finalizers == ["lab.onprem.example/hold"]
+    waiting = subprocess.Popen([str(KUBECTL), "wait", "--for=delete", "configmap/held", "--timeout=20s"], env=cluster["env"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)  # kubectl has listed the held object and watches it (a deletion before that is a silent success)
+        assert waiting.poll() is None
+        # Removing the last finalizer lets the object go; kubectl learns it from its watch.
+        cluster["core"].patch_namespaced_config_map("held", "default", [{"op": "remove", "path": "/metadata/finalizers"}])
+        output, errors = waiting.communicate(timeout=30)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 0, errors
+    assert output.strip() == "configmap/held condition met"
+    assert cluster["core"].list_namespaced_config_map("default", field_selector="metadata.name=held").items == []
 
 
 def test_requests_without_what_the_api_requires_get_its_errors(cluster):
