@@ -225,7 +225,7 @@ def test_tokens_are_listed_and_secrets_need_an_admin(clusters):
     listing = dc1["cp"].run("kubeadm", "token", "list", "--kubeconfig", dc1["admin"]).stdout
     assert listing.startswith("TOKEN") and "authentication,signing" in listing
     denied = clusters["dc1-gpu1"].run("kubectl", "--kubeconfig", "/etc/kubernetes/kubelet.conf", "get", "secrets", "-n", "kube-system", check=False)
-    assert denied.returncode == 1 and 'User "system:node:dc1-gpu1" cannot get resource "secrets"' in denied.stderr
+    assert denied.returncode == 1 and 'User "system:node:dc1-gpu1" cannot list resource "secrets"' in denied.stderr
 
 
 @pytest.mark.parametrize(
