@@ -24,7 +24,6 @@ _IB_DEVICE = re.compile(r"\[\d+\]([^\s:]+):\d+/\w+")
 _USING_NETWORK = re.compile(r"^Using network (\S+)")
 
 
-
 def network_benchmark_rounds(hosts, partners=2):
     """Rounds of disjoint pairs (the circle method) until every host has met ``partners`` different hosts.
 

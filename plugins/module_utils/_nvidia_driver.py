@@ -169,11 +169,6 @@ def input_problems(branch, version, allow_reboot, connection):
 # ------------------------------------------------------------------ parsers of recorded command outputs
 
 
-
-
-
-
-
 def parse_dpkg_query(text):
     """``dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'``: installed packages as {name: version}."""
     installed = {}
@@ -187,8 +182,6 @@ def parse_dpkg_query(text):
 def parse_rpm_query(text):
     """``rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n'``: installed packages as {name: version-release}."""
     return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
-
-
 
 
 def parse_systemctl_show(text):

@@ -31,7 +31,7 @@ def caller_problem(parent_roles):
     names = [name if "." in name else f"onprem.gpu.{name}" for name in parent_roles or []]
     if any(name in CALLERS for name in names):
         return None
-    return ("onprem.gpu.package_source is internal to the onprem.gpu collection: its roles (" + ", ".join(name.split(".")[-1] for name in CALLERS)
+    return ("onprem.gpu.package_source is internal to the onprem.gpu collection: its roles (" + ", ".join(name.rsplit(".", maxsplit=1)[-1] for name in CALLERS)
             + ") include it with their repository settings; set those roles' *_repo_url variables (or onprem_gpu_mirror_url) instead.")
 
 

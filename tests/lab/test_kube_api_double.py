@@ -366,8 +366,8 @@ def test_kubernetes_core_drains_applies_patches_and_reads(cluster):
     assert (budget.expected_pods, budget.desired_healthy, budget.disruptions_allowed) == (2, 0, 2)
     report = cluster["base"] / "report.json"
     tasks = [
-        {"name": "drain", "kubernetes.core.k8s_drain": {"name": NODE, "delete_options": {"ignore_daemonsets": True, "delete_emptydir_data": True,
-                                                                                        "wait_timeout": 20}}, "register": "drained"},
+        {"name": "drain", "kubernetes.core.k8s_drain": {
+            "name": NODE, "delete_options": {"ignore_daemonsets": True, "delete_emptydir_data": True, "wait_timeout": 20}}, "register": "drained"},
         {"name": "label", "kubernetes.core.k8s": {"kind": "Node", "name": NODE, "state": "patched",
                                                   "definition": {"metadata": {"labels": {"nvidia.com/mig.config": "all-balanced"}}}}, "register": "labelled"},
         {"name": "client-side apply", "kubernetes.core.k8s": {"state": "present", "apply": True, "definition": {
@@ -376,11 +376,12 @@ def test_kubernetes_core_drains_applies_patches_and_reads(cluster):
         {"name": "client-side apply again", "kubernetes.core.k8s": {"state": "present", "apply": True, "definition": {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "addon", "namespace": "gpu", "labels": {PART_OF: "onprem-gpu"}},
             "data": {"version": "1"}}}, "register": "reapplied"},
-        {"name": "server-side apply", "kubernetes.core.k8s": {"state": "present", "server_side_apply": {"field_manager": "onprem-gpu",
-                                                                                                      "force_conflicts": True},
-                                                              "definition": pool("h100", 16, "gpu")}, "register": "ssa"},
-        {"name": "read", "kubernetes.core.k8s_info": {"api_version": "lab.onprem.example/v1", "kind": "GpuPool", "namespace": "gpu",
-                                                     "label_selectors": [f"{PART_OF}=onprem-gpu"]}, "register": "pools"},
+        {"name": "server-side apply", "kubernetes.core.k8s": {
+            "state": "present", "server_side_apply": {"field_manager": "onprem-gpu", "force_conflicts": True},
+            "definition": pool("h100", 16, "gpu")}, "register": "ssa"},
+        {"name": "read", "kubernetes.core.k8s_info": {
+            "api_version": "lab.onprem.example/v1", "kind": "GpuPool", "namespace": "gpu", "label_selectors": [f"{PART_OF}=onprem-gpu"]},
+         "register": "pools"},
         {"name": "pods left", "kubernetes.core.k8s_info": {"kind": "Pod", "field_selectors": [f"spec.nodeName={NODE}"]}, "register": "left"},
         {"name": "report", "ansible.builtin.copy": {"dest": str(report), "content": "{{ {'drained': drained, 'labelled': labelled, 'applied': applied,"
                                                     " 'reapplied': reapplied, 'ssa': ssa, 'pools': pools, 'left': left} | to_json }}"}},

@@ -43,8 +43,8 @@ def test_desired_files_name_the_keyring_by_the_key_format():
     assert set(files) == {"/etc/apt/keyrings/onprem-gpu-lab.asc", "/etc/apt/sources.list.d/onprem-gpu-lab.sources",
                           "/etc/apt/keyrings/binary.gpg", "/etc/apt/sources.list.d/binary.sources"}
     assert "Signed-By: /etc/apt/keyrings/binary.gpg" in files["/etc/apt/sources.list.d/binary.sources"]
-    assert set(source.desired_files("RedHat", [LAB], {"onprem-gpu-lab": KEY}, "")) == {"/etc/pki/rpm-gpg/onprem-gpu-lab.asc",
-                                                                                        "/etc/yum.repos.d/onprem-gpu-lab.repo"}
+    assert set(source.desired_files("RedHat", [LAB], {"onprem-gpu-lab": KEY}, "")) == {
+        "/etc/pki/rpm-gpg/onprem-gpu-lab.asc", "/etc/yum.repos.d/onprem-gpu-lab.repo"}
 
 
 @pytest.mark.parametrize("parents, allowed", [
@@ -149,5 +149,5 @@ def test_dnf_relocks_a_package_locked_at_another_version():
                                "kmod-nvidia-open-dkms-580.65.06-1.el9.*\n", "RedHat")
     assert locks == {"nvidia-driver-cuda": "570.172.08-1.el9", "kmod-nvidia-open-dkms": "580.65.06-1.el9"}
     changes = source.hold_changes("RedHat", ["nvidia-driver-cuda=580.65.06", "kmod-nvidia-open-dkms=580.65.06"], [], locks)
-    assert changes == {"names": ["nvidia-driver-cuda"], "commands": [["dnf", "--quiet", "versionlock", "delete", "nvidia-driver-cuda"],
-                                                                      ["dnf", "--quiet", "versionlock", "add", "nvidia-driver-cuda-580.65.06"]]}
+    assert changes == {"names": ["nvidia-driver-cuda"], "commands": [
+        ["dnf", "--quiet", "versionlock", "delete", "nvidia-driver-cuda"], ["dnf", "--quiet", "versionlock", "add", "nvidia-driver-cuda-580.65.06"]]}
