@@ -154,6 +154,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
     parse_dpkg_query,
     parse_systemctl_show,
 )
+from ansible_collections.onprem.gpu.plugins.module_utils._os_release import read_os_release
 
 
 def read_text(path):
@@ -196,12 +197,7 @@ def main():
     )
     module.run_command_environ_update = {"LC_ALL": "C", "LANG": "C"}
     params = module.params
-    os_release = {}
-    for line in (read_text("/etc/os-release") or "").splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            os_release[key.strip()] = value.strip().strip('"')
-    result = {"changed": False, "os_release": os_release, "architecture": platform.machine(), "packages": {}, "units": {}}
+    result = {"changed": False, "os_release": read_os_release(), "architecture": platform.machine(), "packages": {}, "units": {}}
 
     if params["packages"]:
         dpkg_query = module.get_bin_path("dpkg-query", required=True)

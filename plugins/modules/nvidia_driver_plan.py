@@ -199,25 +199,13 @@ from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.onprem.gpu.plugins.module_utils import _nvidia_driver as driver
 from ansible_collections.onprem.gpu.plugins.module_utils import _package_source as package_source
+from ansible_collections.onprem.gpu.plugins.module_utils._os_release import read_os_release
 from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
 from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import model_info
 from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi import NvidiaSmiError, missing_binary_state, query_gpu_argv, read_driver_state
 
 KEY_HEADER = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
 C_LOCALE = {"LC_ALL": "C"}
-
-
-def os_release():
-    values = {}
-    for path in ("/etc/os-release", "/usr/lib/os-release"):
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as handle:
-                for line in handle:
-                    if "=" in line:
-                        key, value = line.rstrip("\n").split("=", 1)
-                        values[key] = value.strip('"')
-            break
-    return values
 
 
 def run(module, argv, ok=(0,)):
@@ -337,7 +325,7 @@ def main():
     params = module.params
     facts = {"nvidia_driver_reboot_pending": False, "nvidia_driver_secure_boot": "unknown", "nvidia_driver_loaded": False,
              "nvidia_driver_version": None, "nvidia_driver_status": "", "nvidia_gpus": []}
-    release = os_release()
+    release = read_os_release()
     platform = driver.find_platform(release.get("ID"), release.get("VERSION_ID"))
     problems = driver.input_problems(params["branch"], params["version"], params["allow_reboot"], params["connection"])
     flavor, flavor_problem, flavor_warning = driver.kernel_module_flavor(params["kernel_module_flavor"], params["gpu_model"], model_info(params["gpu_model"]))

@@ -155,21 +155,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.onprem.gpu.plugins.module_utils import _package_source as source
+from ansible_collections.onprem.gpu.plugins.module_utils._os_release import read_os_release
 
 C_LOCALE = {"LC_ALL": "C"}
-
-
-def os_release():
-    values = {}
-    for path in ("/etc/os-release", "/usr/lib/os-release"):
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as handle:
-                for line in handle:
-                    key, sep, value = line.rstrip("\n").partition("=")
-                    if sep:
-                        values[key] = value.strip('"')
-            break
-    return values
 
 
 def family_of(release):
@@ -224,7 +212,7 @@ def main():
     problems = source.input_problems(params["repositories"])
     if problems:
         module.fail_json(msg=" ".join(problems))
-    release = os_release()
+    release = read_os_release()
     family, codename = family_of(release), release.get("VERSION_CODENAME", "")
 
     def run(argv):

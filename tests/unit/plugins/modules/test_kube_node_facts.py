@@ -13,6 +13,7 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.onprem.gpu.plugins.module_utils._os_release import parse_os_release
 from ansible_collections.onprem.gpu.plugins.modules import kube_node_facts
 
 FILES = {
@@ -50,6 +51,7 @@ def run_module(args, capsys):
             mock.patch.object(AnsibleModule, "run_command", side_effect=run_command), \
             mock.patch.object(kube_node_facts, "fetch_url", side_effect=fetch_url), \
             mock.patch.object(kube_node_facts, "read_text", side_effect=FILES.get), \
+            mock.patch.object(kube_node_facts, "read_os_release", side_effect=lambda: parse_os_release(FILES["/etc/os-release"])), \
             mock.patch.object(kube_node_facts.os, "access", return_value=True), \
             mock.patch.object(kube_node_facts.os.path, "exists", return_value=False), \
             pytest.raises(SystemExit):

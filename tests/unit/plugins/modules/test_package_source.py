@@ -36,7 +36,7 @@ def run_module(args, capsys, tmp_path, key_answer=(KEY, 200), holds="", check_mo
     args = dict(args, _ansible_check_mode=check_mode)
     with patch_module_args(args), mock.patch.object(AnsibleModule, "run_command", side_effect=run_command), \
             mock.patch.object(package_source, "fetch_url", return_value=(response, {"status": status, "msg": "refused"})), \
-            mock.patch.object(package_source, "os_release", return_value={"ID": "debian", "VERSION_CODENAME": "bookworm"}), \
+            mock.patch.object(package_source, "read_os_release", return_value={"ID": "debian", "VERSION_CODENAME": "bookworm"}), \
             mock.patch.object(source, "keyring_path", lambda family, name, key: str(tmp_path / f"keyrings/{name}.asc")), \
             mock.patch.object(source, "source_path", lambda family, name: str(tmp_path / f"sources.list.d/{name}.sources")), \
             pytest.raises(SystemExit):
