@@ -136,7 +136,8 @@ def plan(name, files, live, charts=True, check_mode=False):
     foreign = [describe(document) for document in applied
                if object_key(document) in live_objects and not is_ours(live_objects[object_key(document)], name)]
     if foreign:
-        problems.append(f"{name}: {', '.join(foreign)} already exist without the labels {_selector(name)}, and direct apply never "
+        problems.append(f"{name}: {', '.join(foreign)} {'exists' if len(foreign) == 1 else 'exist'} without the labels {_selector(name)}, "
+                        f"and direct apply never "
                         f"takes over objects it did not make: delete them or add those labels, then apply again.")
     namespaces = {document["metadata"]["name"] for document in applied if document["kind"] == "Namespace"}
     namespaces.update(document["metadata"]["name"] for document in live.get(kind_id("v1", "Namespace")) or [])

@@ -241,7 +241,7 @@ def test_an_object_not_labelled_is_never_taken_over(cluster):
     kubectl(cluster, "create", "namespace", "vision")
     result = play(cluster)
     assert result.returncode == 2
-    assert ("dc1: Namespace vision already exist without the labels app.kubernetes.io/managed-by=onprem.gpu,onprem.gpu/datacenter=dc1, "
+    assert ("dc1: Namespace vision exists without the labels app.kubernetes.io/managed-by=onprem.gpu,onprem.gpu/datacenter=dc1, "
             "and direct apply never takes over objects it did not make: delete them or add those labels, then apply again.") \
         in one_line(result.stdout), result.stdout[-3000:]
     assert get(cluster, "namespace", "vision")["metadata"]["labels"] == {"kubernetes.io/metadata.name": "vision"}
