@@ -132,7 +132,7 @@ def plan(name, files, live, charts=True, check_mode=False):
     if missing:
         providers = sorted({_PROVIDERS.get(_group(item.split()[0]), "its operator") for item in missing})
         problems.append(f"{name}: the cluster does not serve {', '.join(missing)}, which the render holds: install "
-                        f"{' and '.join(providers)} first, then apply again.")
+                        f"{_words(providers)} first, then apply again.")
     foreign = [describe(document) for document in applied
                if object_key(document) in live_objects and not is_ours(live_objects[object_key(document)], name)]
     if foreign:
@@ -169,6 +169,11 @@ def _defined_by(document, applied):
     group = _group(document["apiVersion"])
     return any(crd["kind"] == CRD_KIND and crd["spec"]["group"] == group and crd["spec"]["names"]["kind"] == document["kind"]
                for crd in applied)
+
+
+def _words(items):
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def _reference(document):

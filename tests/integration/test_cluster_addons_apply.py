@@ -149,8 +149,8 @@ def test_kinds_the_cluster_does_not_serve_are_refused_before_any_change(cluster,
     assert ("dc1: the cluster does not serve argoproj.io/v1alpha1 Application, k8s.cni.cncf.io/v1 NetworkAttachmentDefinition, "
             "kueue.x-k8s.io/v1beta2 ClusterQueue, kueue.x-k8s.io/v1beta2 LocalQueue, kueue.x-k8s.io/v1beta2 ResourceFlavor, "
             "kueue.x-k8s.io/v1beta2 WorkloadPriorityClass, mellanox.com/v1alpha1 NicClusterPolicy, monitoring.coreos.com/v1 PrometheusRule, "
-            "which the render holds: install Argo CD (or set cluster_addons_apply_charts=false and install the charts with helm) and "
-            "the Kueue chart and the NVIDIA Network Operator chart and the Prometheus Operator (kube-prometheus-stack) first, "
+            "which the render holds: install Argo CD (or set cluster_addons_apply_charts=false and install the charts with helm), "
+            "the Kueue chart, the NVIDIA Network Operator chart and the Prometheus Operator (kube-prometheus-stack) first, "
             "then apply again.") in one_line(result.stdout), result.stdout[-3000:]
     assert not exists(cluster, "namespace", "llm")
     assert not (tmp_path / "out").exists()
