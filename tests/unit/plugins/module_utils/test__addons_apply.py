@@ -59,8 +59,8 @@ def test_every_rendered_kind_is_read_and_prunable():
 
 
 def test_crds_first_then_namespaces_then_the_rest_in_render_order():
-    documents = [{"kind": kind, "n": index} for index, kind in enumerate(["ConfigMap", "Namespace", "CustomResourceDefinition", "ClusterQueue",
-                                                                           "Namespace"])]
+    kinds = ["ConfigMap", "Namespace", "CustomResourceDefinition", "ClusterQueue", "Namespace"]
+    documents = [{"kind": kind, "n": index} for index, kind in enumerate(kinds)]
     assert [(document["kind"], document["n"]) for document in apply_order(documents)] == [
         ("CustomResourceDefinition", 2), ("Namespace", 1), ("Namespace", 4), ("ConfigMap", 0), ("ClusterQueue", 3)]
 
@@ -111,8 +111,8 @@ def test_prune_takes_only_labelled_objects_of_this_datacenter_that_the_render_dr
     ]
     not_ours = [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "ops"}},
-        {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "team-quota", "namespace": "scratch",
-                                                                  "labels": {"app.kubernetes.io/managed-by": "onprem.gpu"}}},
+        {"apiVersion": "v1", "kind": "ResourceQuota",
+         "metadata": {"name": "team-quota", "namespace": "scratch", "labels": {"app.kubernetes.io/managed-by": "onprem.gpu"}}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "dc2-team",
                                                                                       "labels": dict(OURS, **{"onprem.gpu/datacenter": "dc2"})}},
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "leaving", "labels": dict(OURS), "deletionTimestamp": "2026-12-01T00:00:00Z"}},
