@@ -52,25 +52,40 @@ def crd(group, version, kind, plural, scope):
                                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
 
 
+def start(base, name, inventory):
+    """A control plane of the double named ``name`` (dc1-cp1), its admin kubeconfig where kube_control_plane fetches it."""
+    node = Node(base, name)
+    node.run("kubeadm", "init", "--config", node.config("kubeadm.yaml", init_config(node, free_port())), "--skip-token-print")
+    kubeconfig = inventory / "artifacts" / name.split("-")[0] / "admin.conf"
+    kubeconfig.parent.mkdir(parents=True)
+    shutil.copy(node.root / "etc" / "kubernetes" / "admin.conf", kubeconfig)
+    home = base / f"home-{name}"
+    home.mkdir()
+    return node, {"base": base, "inventory": inventory, "kubeconfig": kubeconfig, "env": dict(os.environ, KUBECONFIG=str(kubeconfig), HOME=str(home))}
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     if not KUBECTL.exists():
         pytest.skip(f"the real kubectl is not at {KUBECTL}: run bash tests/tools/fetch_k8s_clients.sh")
     base = tmp_path_factory.mktemp("addons_apply")
-    node = Node(base, "dc1-cp1")
+    inventory = base / "onprem-dc1"
+    shutil.copytree(REPO / "inventories" / "onprem-dc1", inventory)
+    node = None
     try:
-        node.run("kubeadm", "init", "--config", node.config("kubeadm.yaml", init_config(node, free_port())), "--skip-token-print")
-        inventory = base / "onprem-dc1"
-        shutil.copytree(REPO / "inventories" / "onprem-dc1", inventory)
-        kubeconfig = inventory / "artifacts" / "dc1" / "admin.conf"
-        kubeconfig.parent.mkdir(parents=True)
-        shutil.copy(node.root / "etc" / "kubernetes" / "admin.conf", kubeconfig)
-        home = base / "home"
-        home.mkdir()
-        yield {"base": base, "inventory": inventory, "kubeconfig": kubeconfig,
-               "env": dict(os.environ, KUBECONFIG=str(kubeconfig), HOME=str(home))}
+        node, made = start(base, "dc1-cp1", inventory)
+        yield made
     finally:
-        node.stop()
+        if node:
+            node.stop()
+
+
+def install_operators(cluster):
+    """The operators' CRDs and the namespaces of Argo CD and Prometheus, as a cluster running them has them."""
+    documents = [crd(*kind) for kind in CUSTOM_KINDS]
+    documents += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}} for name in ("argocd", "monitoring")]
+    kubectl(cluster, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(documents))
+    kubectl(cluster, "wait", "--for=condition=Established", "crd", "--all", "--timeout=30s")
 
 
 def kubectl(cluster, *arguments, stdin=None, check=True):
@@ -116,13 +131,13 @@ def reported(result):
     return json.loads(body)["msg"]
 
 
-def labelled(cluster):
+def labelled(cluster, selector=MANAGED):
     """'Kind namespace/name' of every object of a rendered kind labelled as the collection's for dc1."""
     found = set()
     for kind in ("namespaces", "resourcequotas", "limitranges", "configmaps", "rolebindings", "networkpolicies", "storageclasses",
                  "resourceflavors", "clusterqueues", "localqueues", "workloadpriorityclasses", "network-attachment-definitions",
                  "nicclusterpolicies", "prometheusrules", "applications"):
-        for item in get(cluster, kind, "-A", "-l", MANAGED):
+        for item in get(cluster, kind, "-A", "-l", selector):
             namespace = item["metadata"].get("namespace")
             found.add(f"{item['kind']} {namespace + '/' if namespace else ''}{item['metadata']['name']}")
     return found
@@ -157,12 +172,9 @@ def test_kinds_the_cluster_does_not_serve_are_refused_before_any_change(cluster,
 
 
 def test_check_mode_reports_what_it_would_create_and_changes_nothing(cluster):
-    # The operators' CRDs and the namespaces of Argo CD and Prometheus, as a cluster running them has them; and objects of
-    # kinds the collection renders that are not the collection's.
-    documents = [crd(*kind) for kind in CUSTOM_KINDS]
-    documents += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}} for name in ("argocd", "monitoring", "scratch")]
-    kubectl(cluster, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(documents))
-    kubectl(cluster, "wait", "--for=condition=Established", "crd", "--all", "--timeout=30s")
+    install_operators(cluster)
+    # Objects of kinds the collection renders that are not the collection's.
+    kubectl(cluster, "create", "namespace", "scratch")
     others = [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "ops"}, "spec": {"cohortName": "gpu"}},
         {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "team-quota", "namespace": "scratch"},
@@ -246,3 +258,36 @@ def test_an_object_not_labelled_is_never_taken_over(cluster):
         in one_line(result.stdout), result.stdout[-3000:]
     assert get(cluster, "namespace", "vision")["metadata"]["labels"] == {"kubernetes.io/metadata.name": "vision"}
     assert not exists(cluster, "clusterqueue", "vision")
+
+
+@pytest.fixture(scope="module")
+def lab_clusters(tmp_path_factory):
+    """The lab inventory's two datacenters, each with its own control plane of the double."""
+    if not KUBECTL.exists():
+        pytest.skip(f"the real kubectl is not at {KUBECTL}: run bash tests/tools/fetch_k8s_clients.sh")
+    base = tmp_path_factory.mktemp("addons_apply_lab")
+    inventory = base / "lab"
+    shutil.copytree(REPO / "inventories" / "lab", inventory)
+    nodes, made = [], {}
+    try:
+        for dc in ("dc1", "dc2"):
+            node, made[dc] = start(base, f"{dc}-cp1", inventory)
+            nodes.append(node)
+            install_operators(made[dc])
+        yield made
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_each_lab_datacenter_gets_its_own_objects_in_its_own_cluster(lab_clusters):
+    result = play(lab_clusters["dc1"])
+    assert result.returncode == 0, result.stdout[-4000:]
+    reports = {report["name"]: report for report in reported(result)}
+    assert sorted(reports) == ["dc1", "dc2"]
+    for dc, other in (("dc1", "dc2"), ("dc2", "dc1")):
+        mine = labelled(lab_clusters[dc], f"app.kubernetes.io/managed-by=onprem.gpu,onprem.gpu/datacenter={dc}")
+        assert mine == set(reports[dc]["created"]) and len(mine) > 20
+        assert labelled(lab_clusters[dc], f"onprem.gpu/datacenter={other}") == set()
+    again = play(lab_clusters["dc1"])
+    assert again.returncode == 0 and recap(again)["changed"] == 0, again.stdout[-4000:]
