@@ -7,6 +7,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.onprem.gpu.plugins.module_utils._addons import datacenter
+from ansible_collections.onprem.gpu.plugins.module_utils._addons_apply import RENDERED_KINDS, kind_id, plan, report
 from ansible_collections.onprem.gpu.plugins.module_utils._addons_render import tree
 from ansible_collections.onprem.gpu.plugins.module_utils._rdma_rails import nccl_traffic_class
 
@@ -94,6 +95,7 @@ def describe(hostvars, groups, settings):
         dc_settings["cluster_addons_nccl"] = nccl
         descriptions.append({
             "name": name,
+            "kubeconfig": kubeconfig(anchor_vars, name, dc_settings.get("cluster_addons_kubeconfig")),
             "settings": dc_settings,
             "nodes": nodes,
             "rails": [dict(rail) for rail in (_get(first, "rdma_rails", []) or [])] if workers else [],
@@ -104,8 +106,18 @@ def describe(hostvars, groups, settings):
     return descriptions
 
 
+def kubeconfig(anchor_vars, name, configured):
+    """The datacenter's admin kubeconfig on the controller: cluster_addons_kubeconfig, else where kube_control_plane fetched it
+    (<kube_control_plane_kubeconfig_dir, default <inventory_dir>/artifacts>/<kube_cluster_name or datacenter>/admin.conf)."""
+    if configured:
+        return str(configured)
+    directory = _get(anchor_vars, "kube_control_plane_kubeconfig_dir") or f"{_get(anchor_vars, 'inventory_dir', '.')}/artifacts"
+    return f"{directory}/{_get(anchor_vars, 'kube_cluster_name') or name}/admin.conf"
+
+
 def cluster_addons_plan(hostvars, groups, settings):
-    """Per datacenter: ``{name, problems, files}``; files (path under clusters/<name>/ -> YAML) only without problems."""
+    """Per datacenter: ``{name, kubeconfig, kinds, problems, files}``; files (path under clusters/<name>/ -> YAML) only without
+    problems; kinds ({api_version, kind}) are those direct apply reads from the cluster."""
     plans = []
     for description in describe(hostvars, groups, _plain(settings)):
         try:
@@ -113,12 +125,40 @@ def cluster_addons_plan(hostvars, groups, settings):
             files = {} if dc.problems else tree(dc)
         except (KeyError, TypeError, ValueError) as error:
             raise AnsibleFilterError(f"cluster_addons_plan: datacenter {description['name']}: {error}") from None
-        plans.append({"name": dc.name, "problems": dc.problems, "files": files})
+        plans.append({"name": dc.name, "kubeconfig": description["kubeconfig"], "problems": dc.problems, "files": files,
+                      "kinds": [{"api_version": api_version, "kind": kind} for api_version, kind in RENDERED_KINDS]})
     return plans
+
+
+def cluster_addons_apply_plan(plans, reads, charts=True, check_mode=False):
+    """Per datacenter, what direct apply does (_addons_apply.plan), from the k8s_info results of each plan's kinds."""
+    live = {}
+    for read in reads:
+        dc, kind = read["__cluster_addons_read"]
+        live.setdefault(dc["name"], {})[kind_id(kind["api_version"], kind["kind"])] = \
+            [_plain(document) for document in read.get("resources") or []] if read.get("api_found", True) else None
+    apply_plans = []
+    for dc in plans:
+        apply_plan = plan(dc["name"], _plain(dc["files"]), live.get(dc["name"], {}), bool(charts), bool(check_mode))
+        apply_plan["kubeconfig"] = str(dc["kubeconfig"])
+        for batch in apply_plan["batches"]:
+            batch.update(name=dc["name"], kubeconfig=apply_plan["kubeconfig"])
+        apply_plans.append(apply_plan)
+    return apply_plans
+
+
+def cluster_addons_apply_report(apply_plans, results):
+    """Per datacenter, {name, created, changed, pruned} from the plans and the k8s results of their batches."""
+    reports = []
+    for apply_plan in apply_plans:
+        mine = [_plain(result) for result in results if result["__cluster_addons_batch"]["name"] == apply_plan["name"]]
+        reports.append(dict(report(_plain(apply_plan), mine), name=apply_plan["name"]))
+    return reports
 
 
 class FilterModule:
     """The per-datacenter GPU platform rendered from the inventory (role cluster_addons)."""
 
     def filters(self):
-        return {"cluster_addons_plan": cluster_addons_plan}
+        return {"cluster_addons_plan": cluster_addons_plan, "cluster_addons_apply_plan": cluster_addons_apply_plan,
+                "cluster_addons_apply_report": cluster_addons_apply_report}

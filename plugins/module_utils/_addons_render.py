@@ -25,6 +25,8 @@ HEADER = "# Rendered by onprem.gpu.cluster_addons from the inventory; edit the i
 # Custom resources whose CRD arrives with an Application of the same sync: Argo CD applies them after the charts.
 CR_ANNOTATIONS = {"argocd.argoproj.io/sync-wave": "1", "argocd.argoproj.io/sync-options": "SkipDryRunOnMissingResource=true"}
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+# The app-of-apps Application: it makes Argo CD follow the tree in Git, so direct apply leaves it out.
+ROOT_APPLICATION_FILE = "argocd/root.yaml"
 
 
 def _dumper():
@@ -50,7 +52,7 @@ def dump(documents):
 def tree(dc):
     """``{relative path: text}`` of every file of the datacenter's tree, kustomization.yaml included."""
     files = {
-        "argocd/root.yaml": [_root_application(dc)],
+        ROOT_APPLICATION_FILE: [_root_application(dc)],
         "apps/gpu-operator.yaml": [_application(dc, "gpu_operator", gpu_operator_values(dc))],
         "apps/kueue.yaml": [_application(dc, "kueue", kueue_values(dc))],
         "apps/local-path-provisioner.yaml": [_application(dc, "local_path_provisioner", local_path_values(dc))],

@@ -384,10 +384,11 @@ def test_golden(rendered, inventory, dc):
 
 BAD_RUNS = [
     pytest.param(
+        # Direct apply without the cluster's kubeconfig (test_cluster_addons_apply.py applies to the lab's API double).
         ["-e", "cluster_addons_apply=true"],
-        "Direct apply (cluster_addons_apply=true) is not available in this version: render the tree with "
-        "-e cluster_addons_render_dir=DIR and apply DIR/clusters/<datacenter> with Argo CD or kubectl apply -k.",
-        id="direct-apply",
+        f"No kubeconfig at {REPO}/inventories/onprem-dc2/artifacts/dc2/admin.conf: run site.yml (kube_control_plane fetches each "
+        "cluster's admin kubeconfig there) or point cluster_addons_kubeconfig at it.",
+        id="direct-apply-without-kubeconfig",
     ),
     pytest.param(
         ["-e", yaml.safe_dump({"cluster_addons_teams": [

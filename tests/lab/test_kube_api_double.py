@@ -415,3 +415,16 @@ def test_k8s_drain_reports_a_disruption_budget_it_cannot_satisfy(cluster):
         finished.stdout[-3000:]
     assert cluster["core"].read_namespaced_pod("solo-0", "gpu").status.phase == "Running"
     kubectl(cluster, "uncordon", NODE)
+
+
+def test_an_applier_owns_what_it_applied_not_what_the_registry_defaults(cluster):
+    # Upstream's field manager records an Apply from the applied configuration: the Namespace's kubernetes.io/metadata.name
+    # label and spec.finalizers, set by the registry, are nobody's, so applying the same configuration again keeps them.
+    namespaces = DynamicClient(cluster["api"]).resources.get(api_version="v1", kind="Namespace")
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "applied", "labels": {"team": "llm"}}}
+    created = namespaces.server_side_apply(body=body, field_manager="onprem.gpu").to_dict()
+    assert created["metadata"]["managedFields"][0]["fieldsV1"] == {"f:metadata": {"f:labels": {"f:team": {}}}}
+    again = namespaces.server_side_apply(body=body, field_manager="onprem.gpu").to_dict()
+    assert again["metadata"]["labels"] == {"team": "llm", "kubernetes.io/metadata.name": "applied"}
+    assert again["spec"] == {"finalizers": ["kubernetes"]} and again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    kubectl(cluster, "delete", "namespace", "applied")
