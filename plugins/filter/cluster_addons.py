@@ -131,12 +131,13 @@ def cluster_addons_plan(hostvars, groups, settings):
 
 
 def cluster_addons_apply_plan(plans, reads, charts=True, check_mode=False):
-    """Per datacenter, what direct apply does (_addons_apply.plan), from the k8s_info results of each plan's kinds."""
+    """Per datacenter, what direct apply does (_addons_apply.plan), from the onprem.gpu.kube_objects_info result of each plan."""
     live = {}
     for read in reads:
-        dc, kind = read["__cluster_addons_read"]
-        live.setdefault(dc["name"], {})[kind_id(kind["api_version"], kind["kind"])] = \
-            [_plain(document) for document in read.get("resources") or []] if read.get("api_found", True) else None
+        dc = read["__cluster_addons_plan"]
+        for kind in read["kinds"]:
+            live.setdefault(dc["name"], {})[kind_id(kind["api_version"], kind["kind"])] = \
+                [_plain(document) for document in kind.get("resources") or []] if kind.get("api_found", True) else None
     apply_plans = []
     for dc in plans:
         apply_plan = plan(dc["name"], _plain(dc["files"]), live.get(dc["name"], {}), bool(charts), bool(check_mode))

@@ -7,7 +7,7 @@
 ``rendered_objects(files)`` reads the files ``_addons_render.tree`` wrote back into objects exactly as
 ``kubectl kustomize`` builds them (the kustomization's resources in order, its labels added), so Argo CD and direct
 apply get the same objects from one rendering. ``plan(name, files, live, charts)`` compares them with what the cluster
-holds (``live``: the objects of every kind in ``RENDERED_KINDS``, read with kubernetes.core.k8s_info) and returns the
+holds (``live``: the objects of every kind in ``RENDERED_KINDS``, read with onprem.gpu.kube_objects_info) and returns the
 batches to apply, the objects to prune (labelled as the collection's for this datacenter and no longer rendered) and
 ``problems``: one sentence per reason to refuse before changing anything. Nothing here imports Ansible.
 """

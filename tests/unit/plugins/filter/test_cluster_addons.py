@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The cluster_addons filters' plumbing: where a datacenter's kubeconfig is, and how k8s_info results become ``live``."""
+"""The cluster_addons filters' plumbing: where a datacenter's kubeconfig is, and how kube_objects_info results become ``live``."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def test_reads_become_live_objects_and_unserved_kinds():
     plans = [{"name": "dc1", "kubeconfig": "/k", "files": files}]
     queue = {"api_version": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue"}
     gone = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "audio", "labels": ours}}
-    (result,) = cluster_addons_apply_plan(plans, [{"__cluster_addons_read": [plans[0], queue], "api_found": True, "resources": [gone]}])
+    (result,) = cluster_addons_apply_plan(plans, [{"__cluster_addons_plan": plans[0], "kinds": [dict(queue, api_found=True, resources=[gone])]}])
     assert result["problems"] == [] and result["prune"] == [{"apiVersion": gone["apiVersion"], "kind": "ClusterQueue", "metadata": {"name": "audio"}}]
     assert result["batches"][0]["name"] == "dc1" and result["batches"][0]["kubeconfig"] == "/k"
-    (result,) = cluster_addons_apply_plan(plans, [{"__cluster_addons_read": [plans[0], queue], "api_found": False, "resources": []}])
+    (result,) = cluster_addons_apply_plan(plans, [{"__cluster_addons_plan": plans[0], "kinds": [dict(queue, api_found=False, resources=[])]}])
     assert result["problems"][0].startswith("dc1: the cluster does not serve kueue.x-k8s.io/v1beta2 ClusterQueue, which the render holds")

@@ -1,0 +1,151 @@
+#!/usr/bin/python
+# Copyright (c) 2026, onprem.gpu contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: kube_objects_info
+short_description: List every object of several kinds from a Kubernetes cluster in one task
+version_added: 0.1.0
+description:
+  - Lists, across all namespaces, the objects of each kind of O(kinds) with one API client and one discovery of the
+    cluster's API groups, where C(kubernetes.core.k8s_info) in a loop would start a client and discover the API once per kind.
+  - A kind the cluster does not serve (its CRD is not installed) is reported with RV(kinds[].api_found=false), not as a failure.
+  - Changes nothing. The cluster_addons role uses it to read what a datacenter's cluster holds before a direct apply.
+author:
+  - onprem.gpu maintainers (@onprem-gpu)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads; it runs the same way in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+requirements:
+  - kubernetes (the Python client) on the host that runs the module
+options:
+  kubeconfig:
+    description: The kubeconfig file to reach the cluster with.
+    type: path
+    required: true
+  context:
+    description: The kubeconfig context to use; its current context when unset.
+    type: str
+  kinds:
+    description: The kinds to list.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      api_version:
+        description: The kind's C(apiVersion), for example V(v1) or V(kueue.x-k8s.io/v1beta2).
+        type: str
+        required: true
+      kind:
+        description: The kind, for example V(Namespace).
+        type: str
+        required: true
+notes:
+  - When the API does not answer the module fails with RV(api_unreachable=true), so a caller can say so in its own words.
+seealso:
+  - module: kubernetes.core.k8s_info
+"""
+
+EXAMPLES = r"""
+- name: Read the namespaces and Kueue ClusterQueues of a cluster
+  onprem.gpu.kube_objects_info:
+    kubeconfig: inventories/onprem-dc1/artifacts/dc1/admin.conf
+    kinds:
+      - {api_version: v1, kind: Namespace}
+      - {api_version: kueue.x-k8s.io/v1beta2, kind: ClusterQueue}
+  register: cluster
+"""
+
+RETURN = r"""
+kinds:
+  description: One entry per kind of O(kinds), in order.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    api_version:
+      description: The kind's C(apiVersion), as asked.
+      type: str
+    kind:
+      description: The kind, as asked.
+      type: str
+    api_found:
+      description: Whether the cluster serves the kind.
+      type: bool
+    resources:
+      description: Its objects, each with C(apiVersion) and C(kind) set; empty when the kind is not served.
+      type: list
+      elements: dict
+api_unreachable:
+  description: True when the failure is that the API did not answer (or refused the kubeconfig's credentials).
+  returned: failure
+  type: bool
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+try:
+    from kubernetes import config as kube_config
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import ResourceNotFoundError
+except ImportError:
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+else:
+    KUBERNETES_IMPORT_ERROR = None
+
+
+def read_kinds(client, kinds):
+    """The objects of each kind, listed across namespaces; api_found=False for a kind the cluster does not serve."""
+    read = []
+    for wanted in kinds:
+        entry = {"api_version": wanted["api_version"], "kind": wanted["kind"], "api_found": True, "resources": []}
+        try:
+            resource = client.resources.get(api_version=wanted["api_version"], kind=wanted["kind"])
+        except ResourceNotFoundError:
+            entry["api_found"] = False
+        else:
+            # The dynamic client sets apiVersion and kind on each item of a list.
+            entry["resources"] = resource.get().to_dict().get("items") or []
+        read.append(entry)
+    return read
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "kubeconfig": {"type": "path", "required": True},
+            "context": {"type": "str"},
+            "kinds": {"type": "list", "elements": "dict", "required": True,
+                      "options": {"api_version": {"type": "str", "required": True}, "kind": {"type": "str", "required": True}}},
+        },
+        supports_check_mode=True,
+    )
+    if KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    kubeconfig = module.params["kubeconfig"]
+    try:
+        client = DynamicClient(kube_config.new_client_from_config(config_file=kubeconfig, context=module.params["context"]))
+    except Exception as error:  # pylint: disable=broad-exception-caught - discovery fails many ways (TLS, refused, 401)
+        module.fail_json(msg=f"The Kubernetes API of {kubeconfig} does not answer: {error}", api_unreachable=True)
+    try:
+        kinds = read_kinds(client, module.params["kinds"])
+    except Exception as error:  # pylint: disable=broad-exception-caught - an API error while listing, said in one sentence
+        module.fail_json(msg=f"Listing the objects of {kubeconfig}'s cluster failed: {error}", api_unreachable=False)
+    module.exit_json(changed=False, kinds=kinds)
+
+
+if __name__ == "__main__":
+    main()
