@@ -28,8 +28,11 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_FORCE_COLOR ?= false
 export PATH := $(BIN):$(BUILD)/bin:$(PATH)
 
-# Run a step and append its wall time to .build/timings.txt.
-timed = start=$$(date +%s); $(2); echo "$(1): $$(( $$(date +%s) - start )) s" | tee -a $(TIMINGS)
+# Run a step and append its wall time, and how busy the CPUs were meanwhile, to .build/timings.txt.
+timed = start=$$(date +%s); cpu=$$(bash $(CURDIR)/tests/timing/cpu.sh); $(2); \
+    echo "$(1): $$(( $$(date +%s) - start )) s" | tee -a $(TIMINGS); bash $(CURDIR)/tests/timing/cpu.sh "$(1)" $$cpu >> $(TIMINGS)
+# The same without the CPU line, for steps that run beside others (molecule scenarios): the machine's CPU is shared.
+wall_timed = start=$$(date +%s); $(2); echo "$(1): $$(( $$(date +%s) - start )) s" | tee -a $(TIMINGS)
 
 .PHONY: help deps venv k8s-clients prometheus-tools image mirror mirror-up lab lab-up lab-down site units sanity lint static molecule $(MOLECULE_TARGETS) e2e test clean
 
@@ -69,7 +72,7 @@ prometheus-tools:
 image: deps
 	@mkdir -p $(BUILD)
 	@bash lab/bin/network-probe.sh
-	@$(call timed,image build,bash lab/image/build.sh)
+	@$(call wall_timed,image build,bash lab/image/build.sh)
 
 mirror: venv
 	$(BIN)/python lab/mirror/build.py
@@ -111,7 +114,7 @@ molecule: mirror-up
 $(MOLECULE_TARGETS): molecule-%: mirror-up
 	@mkdir -p $(BUILD)/molecule
 	@echo "molecule $*: started, log in .build/molecule/$*.log"
-	@$(call timed,molecule $*,$(BIN)/molecule test -s $* >$(BUILD)/molecule/$*.log 2>&1 \
+	@$(call wall_timed,molecule $*,$(BIN)/molecule test -s $* >$(BUILD)/molecule/$*.log 2>&1 \
 	    || { tail -n 150 $(BUILD)/molecule/$*.log; echo "molecule $*: FAILED (full log in .build/molecule/$*.log)" >&2; exit 1; })
 
 e2e: image mirror

@@ -21,14 +21,17 @@ remove_lab() { "${playbook[@]}" "${lab_nodes[@]}" playbooks/lab.yml -e lab_host_
 run_step() {
     local name="$1" log="$logs/$2.log"
     shift 2
-    local start
+    local start cpu
     start=$(date +%s)
+    cpu=$(bash "$repo/tests/timing/cpu.sh")
     if ! "${playbook[@]}" "$@" >"$log" 2>&1; then
         tail -n 60 "$log" >&2
         echo "e2e: $name failed; full log in $log" >&2
         return 1
     fi
     echo "$name: $(( $(date +%s) - start )) s" | tee -a "$timings"
+    # shellcheck disable=SC2086 # two counters
+    bash "$repo/tests/timing/cpu.sh" "$name" $cpu >>"$timings"
 }
 
 # Every host of the PLAY RECAP must show changed=0.

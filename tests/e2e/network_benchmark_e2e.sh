@@ -26,8 +26,9 @@ extra_nodes=(dc1-gpu3 dc1-gpu4)
 run_step() {
     local name="$1" log="$out/$2.log" expect="$3"
     shift 3
-    local start rc=0
+    local start cpu rc=0
     start=$(date +%s)
+    cpu=$(bash "$repo/tests/timing/cpu.sh")
     "${playbook[@]}" "$@" >"$log" 2>&1 || rc=$?
     local took=$(( $(date +%s) - start ))
     if [[ "$expect" == pass && $rc -ne 0 ]] || [[ "$expect" == fail && $rc -eq 0 ]]; then
@@ -36,6 +37,8 @@ run_step() {
         return 1
     fi
     echo "$name: $took s" | tee -a "$timings"
+    # shellcheck disable=SC2086 # two counters
+    bash "$repo/tests/timing/cpu.sh" "$name" $cpu >>"$timings"
 }
 
 # The play's final message must name exactly these nodes.
