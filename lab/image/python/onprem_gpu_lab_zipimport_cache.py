@@ -32,8 +32,8 @@ def _cached_compile_source(pathname, source):
         try:
             with open(path, "rb") as cached:
                 return _with_filename(marshal.loads(cached.read()), pathname)
-        except FileNotFoundError:
-            pass
+        except (FileNotFoundError, EOFError, ValueError, TypeError, AttributeError):
+            pass  # not cached yet, or an unreadable entry: compiled and written again
         code = _compile_source(pathname, source)
         os.makedirs(CACHE, exist_ok=True)
         temporary = f"{path}.{os.getpid()}"
