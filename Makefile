@@ -93,7 +93,7 @@ lab-down: venv
 	$(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/lab.yml -e lab_host_state=absent
 
 units: venv k8s-clients prometheus-tools
-	@$(call timed,unit tests,$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile tests/unit tests/lab tests/integration)
+	@$(call timed,unit tests,$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --durations=15 tests/unit tests/lab tests/integration)
 
 sanity: venv
 	@$(call timed,ansible-test sanity,bash tests/sanity/run.sh)

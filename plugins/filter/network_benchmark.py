@@ -276,6 +276,21 @@ def network_benchmark_svg(series, title, threshold=None, min_size=None):
         raise AnsibleFilterError(f"network_benchmark_svg: {error}") from error
 
 
+def network_benchmark_report_files(verdict, runs):
+    """The report's files other than the templated ones, by path under the report directory: an SVG chart per run and per
+    stage (``charts/<id>.svg``, from the verdict's ``runs`` and ``stages``) and each run's output (``logs/<id>.log``)."""
+    files = {}
+    try:
+        for chart in list(verdict["runs"]) + list(verdict["stages"]):
+            files[f"charts/{chart['id']}.svg"] = busbw_chart(chart["series"], chart["title"], threshold=chart["threshold"],
+                                                             min_size=chart["min_size"])
+        for run in runs:
+            files[f"logs/{run['id']}.log"] = run["output"]
+    except (KeyError, TypeError, ValueError) as error:
+        raise AnsibleFilterError(f"network_benchmark_report_files: {error}") from error
+    return files
+
+
 def _host_list(hosts, name):
     if not isinstance(hosts, list) or not all(isinstance(host, str) for host in hosts):
         raise AnsibleFilterError(f"{name}: expects a list of host names, not {hosts!r}.")
@@ -292,4 +307,5 @@ class FilterModule:
             "network_benchmark_nccl_hosts": network_benchmark_nccl_hosts,
             "network_benchmark_findings": network_benchmark_findings,
             "network_benchmark_svg": network_benchmark_svg,
+            "network_benchmark_report_files": network_benchmark_report_files,
         }

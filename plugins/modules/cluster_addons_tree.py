@@ -15,7 +15,8 @@ description:
     task, not one per file. Files whose content is already right are left alone.
   - With O(prune=true), YAML files under O(path) that O(files) does not list are removed, so that an object dropped
     from the inventory also leaves the rendered tree (and Argo CD prunes it).
-  - Used by the C(onprem.gpu.cluster_addons) role to write C(clusters/<datacenter>/) on the controller.
+  - Used by the C(onprem.gpu.cluster_addons) role to write C(clusters/<datacenter>/) on the controller, and by the
+    C(onprem.gpu.network_benchmark) role to write its report (with O(prune=false)).
 author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
@@ -39,7 +40,9 @@ options:
     type: dict
     required: true
   prune:
-    description: Remove C(*.yaml) files under O(path) that O(files) does not list, and directories left empty.
+    description:
+      - Remove C(*.yaml) files under O(path) that O(files) does not list, and directories left empty.
+      - With V(false) nothing under O(path) is removed.
     type: bool
     default: true
 """
@@ -120,8 +123,10 @@ def main():
             os.replace(target + ".tmp", target)
         for relative in removed:
             os.remove(os.path.join(root, relative))
-        for directory, subdirectories, names in sorted(os.walk(root, topdown=False), reverse=False):
-            if directory != root and not subdirectories and not names and not os.listdir(directory):
+        # Directories left empty go too, with prune only: without it nothing under O(path) but O(files) is touched.
+        # Bottom-up, and what each directory holds now: a parent emptied by removing its last subdirectory goes as well.
+        for directory, _subdirectories, _names in os.walk(root, topdown=False):
+            if module.params["prune"] and directory != root and not os.listdir(directory):
                 os.rmdir(directory)
     module.exit_json(changed=bool(written or removed), written=written, removed=removed, diff=diffs)
 

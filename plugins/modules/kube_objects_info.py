@@ -136,13 +136,14 @@ def main():
     if KUBERNETES_IMPORT_ERROR:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     kubeconfig = module.params["kubeconfig"]
+    # Discovery fails many ways (TLS, connection refused, 401): each is said in one sentence.
     try:
         client = DynamicClient(kube_config.new_client_from_config(config_file=kubeconfig, context=module.params["context"]))
-    except Exception as error:  # pylint: disable=broad-exception-caught - discovery fails many ways (TLS, refused, 401)
+    except Exception as error:  # pylint: disable=broad-exception-caught
         module.fail_json(msg=f"The Kubernetes API of {kubeconfig} does not answer: {error}", api_unreachable=True)
     try:
         kinds = read_kinds(client, module.params["kinds"])
-    except Exception as error:  # pylint: disable=broad-exception-caught - an API error while listing, said in one sentence
+    except Exception as error:  # pylint: disable=broad-exception-caught
         module.fail_json(msg=f"Listing the objects of {kubeconfig}'s cluster failed: {error}", api_unreachable=False)
     module.exit_json(changed=False, kinds=kinds)
 

@@ -41,7 +41,8 @@ def _cached_compile_source(pathname, source):
             written.write(marshal.dumps(code))
         os.replace(temporary, path)
         return code
-    except Exception:  # pylint: disable=broad-exception-caught - a cache must never break an import
+    # A cache must never break an import.
+    except Exception:  # pylint: disable=broad-exception-caught
         return _compile_source(pathname, source)
 
 

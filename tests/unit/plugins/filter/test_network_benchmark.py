@@ -19,6 +19,7 @@ from ansible_collections.onprem.gpu.plugins.filter.network_benchmark import (
     network_benchmark_findings,
     network_benchmark_localise,
     network_benchmark_nccl_hosts,
+    network_benchmark_report_files,
     network_benchmark_rounds,
     network_benchmark_svg,
 )
@@ -203,7 +204,22 @@ def test_svg_filter_draws_the_chart_and_turns_bad_input_into_a_filter_error():
         network_benchmark_svg({"label": "x"}, "bad")
 
 
+def test_report_files_hold_a_chart_per_run_and_stage_and_each_runs_output():
+    runs = [run("single", [host], output=f"{host} out\n") for host in NODES] + [run("pair", ["dc1-gpu1", "dc1-gpu2"], output="pair out\n")]
+    findings = network_benchmark_findings(runs, NODES)
+    files = network_benchmark_report_files(findings, runs)
+    charts = sorted(path for path in files if path.startswith("charts/"))
+    assert charts == sorted([f"charts/{entry['id']}.svg" for entry in findings["runs"]] + ["charts/stage-single.svg", "charts/stage-pair.svg"])
+    assert len(charts) == len(runs) + 2
+    for chart in charts:
+        assert ElementTree.fromstring(files[chart]).tag == "{http://www.w3.org/2000/svg}svg"
+    assert files["logs/single-dc1-gpu1.log"] == "dc1-gpu1 out\n" and files["logs/pair-dc1-gpu1+dc1-gpu2.log"] == "pair out\n"
+    with pytest.raises(AnsibleFilterError, match="network_benchmark_report_files: 'stages'"):
+        network_benchmark_report_files({"runs": []}, runs)
+
+
 def test_filters_are_registered():
     assert set(FilterModule().filters()) == {
         "network_benchmark_rounds", "network_benchmark_localise", "network_benchmark_nccl_hosts", "network_benchmark_findings", "network_benchmark_svg",
+        "network_benchmark_report_files",
     }
