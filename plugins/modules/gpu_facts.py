@@ -21,13 +21,9 @@ author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - onprem.gpu.read_only
   - ansible.builtin.action_common_attributes.facts
 attributes:
-  check_mode:
-    support: full
-    details: The module only reads; it runs the same way in check mode.
-  diff_mode:
-    support: none
   facts:
     support: full
   platform:

@@ -19,12 +19,8 @@ author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - onprem.gpu.read_only
 attributes:
-  check_mode:
-    support: full
-    details: The module only reads; it runs the same way in check mode.
-  diff_mode:
-    support: none
   platform:
     platforms: posix
 requirements:
