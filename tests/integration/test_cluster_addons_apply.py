@@ -131,15 +131,17 @@ def reported(result):
     return json.loads(body)["msg"]
 
 
+RENDERED_RESOURCES = ("namespaces", "resourcequotas", "limitranges", "configmaps", "rolebindings", "networkpolicies", "storageclasses",
+                      "resourceflavors", "clusterqueues", "localqueues", "workloadpriorityclasses", "network-attachment-definitions",
+                      "nicclusterpolicies", "prometheusrules", "applications")
+
+
 def labelled(cluster, selector=MANAGED):
-    """'Kind namespace/name' of every object of a rendered kind labelled as the collection's for dc1."""
+    """'Kind namespace/name' of every object of a rendered kind labelled as the collection's for dc1 (one kubectl get of them all)."""
     found = set()
-    for kind in ("namespaces", "resourcequotas", "limitranges", "configmaps", "rolebindings", "networkpolicies", "storageclasses",
-                 "resourceflavors", "clusterqueues", "localqueues", "workloadpriorityclasses", "network-attachment-definitions",
-                 "nicclusterpolicies", "prometheusrules", "applications"):
-        for item in get(cluster, kind, "-A", "-l", selector):
-            namespace = item["metadata"].get("namespace")
-            found.add(f"{item['kind']} {namespace + '/' if namespace else ''}{item['metadata']['name']}")
+    for item in get(cluster, ",".join(RENDERED_RESOURCES), "-A", "-l", selector):
+        namespace = item["metadata"].get("namespace")
+        found.add(f"{item['kind']} {namespace + '/' if namespace else ''}{item['metadata']['name']}")
     return found
 
 
