@@ -123,11 +123,12 @@ def main():
             os.replace(target + ".tmp", target)
         for relative in removed:
             os.remove(os.path.join(root, relative))
-        # Directories left empty go too, with prune only: without it nothing under O(path) but O(files) is touched.
-        # Bottom-up, and what each directory holds now: a parent emptied by removing its last subdirectory goes as well.
-        for directory, _subdirectories, _names in os.walk(root, topdown=False):
-            if module.params["prune"] and directory != root and not os.listdir(directory):
-                os.rmdir(directory)
+        # Directories left empty go too, with prune only: without it nothing under O(path) but O(files) is touched (nor
+        # walked). Bottom-up, and what each directory holds now: a parent emptied by removing its last subdirectory goes too.
+        if module.params["prune"]:
+            for directory, _subdirectories, _names in os.walk(root, topdown=False):
+                if directory != root and not os.listdir(directory):
+                    os.rmdir(directory)
     module.exit_json(changed=bool(written or removed), written=written, removed=removed, diff=diffs)
 
 
