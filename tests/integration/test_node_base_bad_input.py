@@ -4,7 +4,7 @@ These cases need no server: the role reads the node without changing it, then ch
 and the node in one assert before any change, so they run against this machine, reached with connection: local,
 in check mode for good measure. The
 faults that need a server and the lab mirror (a branch the mirror lacks, missing kernel headers, an
-unreachable mirror) are the molecule scenario nvidia_driver_faults.
+unreachable mirror) are in the molecule scenario nvidia_driver (its refusals' server).
 """
 
 import pytest

@@ -1,6 +1,9 @@
-"""A GPU server after the nvidia_driver role: the pinned driver held and answering, Fabric Manager
-where the board has NVSwitches and nowhere else, nouveau blacklisted, nothing waiting for a reboot."""
+"""A GPU server after the nvidia_driver role (a fresh install, or the upgrade after its reboot): the pinned driver held
+and answering, Fabric Manager where the board has NVSwitches and nowhere else, nouveau blacklisted, nothing waiting
+for a reboot."""
 import pytest
+
+testinfra_hosts = ["driver_installed"]
 
 PINNED = "580.65.06"
 DRIVER_PACKAGES = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-modprobe", "nvidia-persistenced"]
@@ -14,7 +17,7 @@ def node(host):
     variables = host.ansible.get_variables()
     model, count = variables["node_gpu_model"], int(variables["node_gpu_count"])
     # HGX/DGX baseboards with 8 SXM GPUs carry NVSwitches; PCIe cards do not.
-    nvswitch = model == "NVIDIA H100 80GB HBM3" and count == 8
+    nvswitch = model in ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB") and count == 8
     kernel = host.check_output("uname -r")
     names = DRIVER_PACKAGES + FABRIC_PACKAGES + OTHER_PACKAGES + [f"linux-headers-{kernel}"]
     # One query for every package: "name version status", installed ones only ("ii" or "hi" when held).

@@ -1,4 +1,5 @@
 """After the 570 to 580 upgrade and the reboot: 580 held and answering, nothing of 570 left."""
+testinfra_hosts = ["driver_upgrade"]
 PINNED = "580.65.06"
 WANTED = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-modprobe", "nvidia-persistenced",
           "nvidia-fabricmanager", "libnvidia-nscq"]

@@ -1,4 +1,5 @@
 """After every refused run the server is as prepare left it: no source, key, package or hold."""
+testinfra_hosts = ["driver_refusals"]
 
 
 def test_no_repository_was_configured(host):

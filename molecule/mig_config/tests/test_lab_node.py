@@ -1,4 +1,5 @@
-"""What a prepared lab node must look like: its GPUs answer, the mirror is a trusted source."""
+"""What a node the lab_node role prepared must look like: systemd up, its GPUs described from the inventory and
+answering, the mirror a trusted source, the golden-image packages installed from it."""
 import json
 
 MIRROR_SOURCES = "/etc/apt/sources.list.d/onprem-gpu-lab.sources"
@@ -11,8 +12,10 @@ def test_systemd_is_pid_1_and_up(host):
 
 
 def test_hardware_description_comes_from_the_inventory(host):
+    variables = host.ansible.get_variables()
     hardware = json.loads(host.file("/etc/onprem-gpu-lab/hardware.json").content_string)
-    assert hardware == {"gpu_model": "NVIDIA H200", "gpu_count": 4, "seed": "molecule-lab-node"}
+    assert hardware == {"gpu_model": variables["node_gpu_model"], "gpu_count": int(variables["node_gpu_count"]),
+                        "seed": variables["inventory_hostname"]}
 
 
 def test_mirror_is_a_signed_source(host):
@@ -34,8 +37,10 @@ def test_driver_utilities_installed_from_the_mirror(host):
 
 
 def test_nvidia_smi_reports_the_seeded_gpus(host):
-    listing = host.check_output("nvidia-smi -L").splitlines()
-    assert len(listing) == 4
-    assert all(line.startswith(f"GPU {index}: NVIDIA H200 (UUID: GPU-") for index, line in enumerate(listing))
-    query = host.check_output("nvidia-smi --query-gpu=driver_version,memory.total,pci.device_id --format=csv,noheader")
-    assert query.splitlines() == ["580.65.06, 143771 MiB, 0x233510DE"] * 4
+    variables = host.ansible.get_variables()
+    model, count = variables["node_gpu_model"], int(variables["node_gpu_count"])
+    listing = [line for line in host.check_output("nvidia-smi -L").splitlines() if line.startswith("GPU ")]
+    assert len(listing) == count
+    assert all(line.startswith(f"GPU {index}: {model} (UUID: GPU-") for index, line in enumerate(listing))
+    versions = host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader")
+    assert versions.splitlines() == ["580.65.06"] * count
