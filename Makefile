@@ -26,6 +26,10 @@ UPSTREAM_LOG := $(LAB_PACKAGE_CACHE)/upstream.log
 export CONTAINERS_CONF := $(CURDIR)/lab/podman/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_FORCE_COLOR ?= false
+# Python writes the bytecode of what it imports (the venv is installed with --no-compile, see below): with
+# PYTHONDONTWRITEBYTECODE set, as some CI images and sandboxes set it, every ansible-playbook, pytest, molecule and
+# ansible-test process compiled its imports again, about 1 s of CPU per ansible-playbook start on the reference machine.
+unexport PYTHONDONTWRITEBYTECODE
 export PATH := $(BIN):$(BUILD)/bin:$(PATH)
 
 # Run a step and append its wall time, and how busy the CPUs were meanwhile, to .build/timings.txt.
