@@ -84,8 +84,12 @@ set_fault() {
     run_step "lab.yml on $node ($name)" "fault-$name-$node" pass playbooks/lab.yml --limit "$node" "$@"
 }
 
+# On success every fault was already undone by its own step; after a failure, lab.yml puts the faulted nodes back.
 restore() {
-    "${playbook[@]}" playbooks/lab.yml --limit dc1-gpu2,dc1-gpu3 >"$out/restore.log" 2>&1 || true
+    local status="$1"
+    if [[ "$status" != 0 ]]; then
+        "${playbook[@]}" playbooks/lab.yml --limit dc1-gpu2,dc1-gpu3 >"$out/restore.log" 2>&1 || true
+    fi
     if [[ "${KEEP_EXTRA_NODES:-0}" != 1 ]]; then
         local node image loop
         for node in "${extra_nodes[@]}"; do
@@ -100,7 +104,7 @@ restore() {
         done
     fi
 }
-trap restore EXIT
+trap 'restore $?' EXIT
 
 benchmark() {
     local name="$1" expect="$2"

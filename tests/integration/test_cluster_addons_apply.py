@@ -70,7 +70,7 @@ def cluster(tmp_path_factory):
         pytest.skip(f"the real kubectl is not at {KUBECTL}: run bash tests/tools/fetch_k8s_clients.sh")
     base = tmp_path_factory.mktemp("addons_apply")
     inventory = base / "onprem-dc1"
-    shutil.copytree(REPO / "inventories" / "onprem-dc1", inventory)
+    shutil.copytree(REPO / "inventories" / "onprem-dc1", inventory, ignore=shutil.ignore_patterns("artifacts"))
     node = None
     try:
         node, made = start(base, "dc1-cp1", inventory)
@@ -269,7 +269,7 @@ def lab_clusters(tmp_path_factory):
         pytest.skip(f"the real kubectl is not at {KUBECTL}: run bash tests/tools/fetch_k8s_clients.sh")
     base = tmp_path_factory.mktemp("addons_apply_lab")
     inventory = base / "lab"
-    shutil.copytree(REPO / "inventories" / "lab", inventory)
+    shutil.copytree(REPO / "inventories" / "lab", inventory, ignore=shutil.ignore_patterns("artifacts"))
     nodes, made = [], {}
     try:
         for dc in ("dc1", "dc2"):

@@ -18,7 +18,7 @@ ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
 
 def lab_inventory_copy(tmp_path, host_overrides):
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "lab", inventory)
+    shutil.copytree(REPO / "inventories" / "lab", inventory, ignore=shutil.ignore_patterns("artifacts"))
     for host, overrides in host_overrides.items():
         host_file = inventory / "host_vars" / f"{host}.yml"
         host_vars = yaml.safe_load(host_file.read_text())

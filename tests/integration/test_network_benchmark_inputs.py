@@ -24,7 +24,7 @@ def lab_inventory_copy(tmp_path, overrides):
     connect instead of benchmarking a running lab.
     """
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "lab", inventory)
+    shutil.copytree(REPO / "inventories" / "lab", inventory, ignore=shutil.ignore_patterns("artifacts"))
     overrides = dict(overrides, all=dict(overrides.get("all", {}), ansible_host="onprem-gpu-lab-absent-{{ inventory_hostname }}"))
     for name, values in overrides.items():
         path = inventory / "host_vars" / f"{name}.yml"
