@@ -56,11 +56,16 @@ def start(base, name, inventory):
     """A control plane of the double named ``name`` (dc1-cp1), its admin kubeconfig where kube_control_plane fetches it."""
     node = Node(base, name)
     node.run("kubeadm", "init", "--config", node.config("kubeadm.yaml", init_config(node, free_port())), "--skip-token-print")
-    kubeconfig = inventory / "artifacts" / name.split("-")[0] / "admin.conf"
-    kubeconfig.parent.mkdir(parents=True)
-    shutil.copy(node.root / "etc" / "kubernetes" / "admin.conf", kubeconfig)
-    home = base / f"home-{name}"
-    home.mkdir()
+    try:
+        kubeconfig = inventory / "artifacts" / name.split("-")[0] / "admin.conf"
+        kubeconfig.parent.mkdir(parents=True)
+        shutil.copy(node.root / "etc" / "kubernetes" / "admin.conf", kubeconfig)
+        home = base / f"home-{name}"
+        home.mkdir()
+    except BaseException:
+        # Its kubelet (the API server) runs already: the caller never sees this node, so it is stopped here.
+        node.stop()
+        raise
     return node, {"base": base, "inventory": inventory, "kubeconfig": kubeconfig, "env": dict(os.environ, KUBECONFIG=str(kubeconfig), HOME=str(home))}
 
 
