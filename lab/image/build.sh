@@ -13,7 +13,7 @@ readonly LAB_MIRROR_HOST=lab-mirror.onprem-gpu.internal:8080
 readonly PACKAGES=systemd,systemd-sysv,dbus,python3,python3-apt,sudo,iproute2,ca-certificates,procps,kmod,less
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-recipe_hash="$(cat "$here/build.sh" "$here"/python/* | sha256sum | cut -c1-12)"
+recipe_hash="$(cat "$here/build.sh" "$here"/python/*.pth "$here"/python/*.py | sha256sum | cut -c1-12)"
 readonly TAG="${IMAGE_NAME}:${recipe_hash}"
 
 if podman image exists "$TAG"; then

@@ -32,8 +32,12 @@ pytestmark = pytest.mark.skipif(not all(shutil.which(tool) for tool in ("dpkg-de
 def repo(tmp_path_factory):
     build = load("lab_mirror_build", ROOT / "lab" / "mirror" / "build.py")
     output = tmp_path_factory.mktemp("mirror")
-    build.build(output)
-    return output / "published" / "repo"
+    try:
+        build.build(output)
+        yield output / "published" / "repo"
+    finally:
+        # Signing started a gpg-agent for the mirror's keyring in the temporary directory: it would outlive the tests.
+        subprocess.run(["gpgconf", "--homedir", str(output / "gnupg"), "--kill", "gpg-agent"], capture_output=True, check=False)
 
 
 def test_the_doca_stand_ins_are_published_flat_beside_the_suite_layout(repo):
