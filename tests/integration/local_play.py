@@ -5,6 +5,7 @@ runs here, in check mode for good measure, and must stop at those checks.
 """
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -12,6 +13,12 @@ import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
+
+
+def copy_inventory(name, target):
+    """Copy inventories/<name> to target, without the artifacts/ (kubeconfigs) that a lab or e2e run may have written."""
+    shutil.copytree(REPO / "inventories" / name, target, ignore=shutil.ignore_patterns("artifacts"))
+    return target
 
 
 def run_role_here(tmp_path, role, role_vars, name):

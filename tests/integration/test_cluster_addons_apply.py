@@ -18,7 +18,7 @@ import sys
 import pytest
 import yaml
 
-from local_play import one_line
+from local_play import copy_inventory, one_line
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lab"))
 from test_kube_doubles import Node, free_port, init_config  # noqa: E402 - the double's helpers live with its tests
@@ -75,7 +75,7 @@ def cluster(tmp_path_factory):
         pytest.skip(f"the real kubectl is not at {KUBECTL}: run bash tests/tools/fetch_k8s_clients.sh")
     base = tmp_path_factory.mktemp("addons_apply")
     inventory = base / "onprem-dc1"
-    shutil.copytree(REPO / "inventories" / "onprem-dc1", inventory, ignore=shutil.ignore_patterns("artifacts"))
+    copy_inventory("onprem-dc1", inventory)
     node = None
     try:
         node, made = start(base, "dc1-cp1", inventory)
@@ -274,7 +274,7 @@ def lab_clusters(tmp_path_factory):
         pytest.skip(f"the real kubectl is not at {KUBECTL}: run bash tests/tools/fetch_k8s_clients.sh")
     base = tmp_path_factory.mktemp("addons_apply_lab")
     inventory = base / "lab"
-    shutil.copytree(REPO / "inventories" / "lab", inventory, ignore=shutil.ignore_patterns("artifacts"))
+    copy_inventory("lab", inventory)
     nodes, made = [], {}
     try:
         for dc in ("dc1", "dc2"):

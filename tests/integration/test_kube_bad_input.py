@@ -8,13 +8,14 @@ import functools
 import http.server
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import threading
 
 import pytest
 import yaml
+
+from local_play import copy_inventory
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
@@ -32,7 +33,7 @@ def one_line(text):
 
 def lab_copy(tmp_path, edit):
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "lab", inventory, ignore=shutil.ignore_patterns("artifacts"))
+    copy_inventory("lab", inventory)
     edit(inventory)
     return inventory
 

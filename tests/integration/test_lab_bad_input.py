@@ -5,12 +5,13 @@ is started because every case must stop in a check that runs first.
 """
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
 import pytest
 import yaml
+
+from local_play import copy_inventory
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
@@ -18,7 +19,7 @@ ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
 
 def lab_inventory_copy(tmp_path, host_overrides):
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "lab", inventory, ignore=shutil.ignore_patterns("artifacts"))
+    copy_inventory("lab", inventory)
     for host, overrides in host_overrides.items():
         host_file = inventory / "host_vars" / f"{host}.yml"
         host_vars = yaml.safe_load(host_file.read_text())

@@ -6,12 +6,13 @@ itself runs on the lab in tests/e2e/network_benchmark_e2e.sh.
 """
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
 import pytest
 import yaml
+
+from local_play import copy_inventory
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
@@ -24,7 +25,7 @@ def lab_inventory_copy(tmp_path, overrides):
     connect instead of benchmarking a running lab.
     """
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "lab", inventory, ignore=shutil.ignore_patterns("artifacts"))
+    copy_inventory("lab", inventory)
     overrides = dict(overrides, all=dict(overrides.get("all", {}), ansible_host="onprem-gpu-lab-absent-{{ inventory_hostname }}"))
     for name, values in overrides.items():
         path = inventory / "host_vars" / f"{name}.yml"
