@@ -80,6 +80,28 @@ def test_bad_inventory_fails_before_any_change(tmp_path, playbook, host_override
     assert "changed=" in result.stdout and "changed=1" not in result.stdout
 
 
+@pytest.mark.parametrize(("playbook", "message"), [
+    pytest.param(
+        "lab.yml",
+        "dc1-gpu1 has no valid `datacenter` variable (got DC_1); set it in the group_vars of its datacenter group, e.g. datacenter: dc1."
+        " dc1-gpu1: node_gpu_count must be a whole number from 1 to 16 (got 0).",
+        id="lab-both-problems-in-one-message",
+    ),
+    # site.yml checks each node's cluster settings first, and that check names the datacenter without a control plane.
+    pytest.param(
+        "site.yml",
+        "dc1-gpu1: datacenter DC_1 has no host in the control_plane group, so there is no control plane for it to join;"
+        " add its control-plane host there.",
+        id="site-no-cluster-for-that-datacenter",
+    ),
+])
+def test_bad_datacenter_fails_before_any_change(tmp_path, playbook, message):
+    result = run_playbook(playbook, lab_inventory_copy(tmp_path, {"dc1-gpu1": {"datacenter": "DC_1", "node_gpu_count": 0}}))
+    assert result.returncode != 0
+    assert message in one_line(result.stdout)
+    assert "changed=" in result.stdout and "changed=1" not in result.stdout
+
+
 def test_datacenter_without_control_plane(tmp_path):
     inventory = lab_inventory_copy(tmp_path, {})
     hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
