@@ -9,6 +9,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.onprem.gpu.plugins.module_utils._addons import datacenter
 from ansible_collections.onprem.gpu.plugins.module_utils._addons_apply import RENDERED_KINDS, kind_id, plan, report
 from ansible_collections.onprem.gpu.plugins.module_utils._addons_render import tree
+from ansible_collections.onprem.gpu.plugins.module_utils._kube import controller_kubeconfig
 from ansible_collections.onprem.gpu.plugins.module_utils._rdma_rails import nccl_traffic_class
 
 
@@ -111,8 +112,8 @@ def kubeconfig(anchor_vars, name, configured):
     (<kube_control_plane_kubeconfig_dir, default <inventory_dir>/artifacts>/<kube_cluster_name or datacenter>/admin.conf)."""
     if configured:
         return str(configured)
-    directory = _get(anchor_vars, "kube_control_plane_kubeconfig_dir") or f"{_get(anchor_vars, 'inventory_dir', '.')}/artifacts"
-    return f"{directory}/{_get(anchor_vars, 'kube_cluster_name') or name}/admin.conf"
+    return controller_kubeconfig(name, _get(anchor_vars, "kube_control_plane_kubeconfig_dir"), _get(anchor_vars, "inventory_dir"),
+                                 _get(anchor_vars, "kube_cluster_name"))
 
 
 def cluster_addons_plan(hostvars, groups, settings):

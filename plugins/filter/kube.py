@@ -10,6 +10,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._kube import (
     KubeInputError,
     ca_cert_hash,
     cidr_problems,
+    controller_kubeconfig,
     node_metadata_patch,
 )
 from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
@@ -31,6 +32,31 @@ def kube_ca_cert_hash(pem):
 def kube_cidr_problems(pod_cidr, service_cidr):
     """Sentences saying what is wrong with a cluster's pod and service networks; empty when none."""
     return cidr_problems(pod_cidr, service_cidr)
+
+
+def kube_controller_kubeconfigs(first_hosts, hostvars):
+    """{datacenter: path} of each cluster's admin kubeconfig on the controller, where kube_control_plane fetches it, from the
+    variables of each datacenter's first control-plane host (``first_hosts``: {datacenter: host})."""
+
+    def get(host_vars, name):
+        try:
+            value = host_vars[name]
+        except KeyError:
+            return None
+        return str(value) if value is not None else None
+
+    paths = {}
+    for datacenter, host in (first_hosts or {}).items():
+        try:
+            host_vars = hostvars[host]
+        except KeyError:
+            host_vars = {}
+        try:
+            paths[str(datacenter)] = controller_kubeconfig(str(datacenter or ""), get(host_vars, "kube_control_plane_kubeconfig_dir"),
+                                                           get(host_vars, "inventory_dir"), get(host_vars, "kube_cluster_name"))
+        except KubeInputError as error:
+            raise AnsibleFilterError(f"kube_controller_kubeconfigs: {error}") from None
+    return paths
 
 
 def kube_node_patch(node, labels, taints):
@@ -65,12 +91,14 @@ def kube_pause_image(version, repository="registry.k8s.io"):
 
 
 class FilterModule:
-    """Filters of the kubeadm roles: the CA hash joins pin, CIDR checks, pool labels and taints, node checks, the pause image."""
+    """Filters of the kubeadm roles: the CA hash joins pin, CIDR checks, the kubeconfig on the controller, pool labels and taints,
+    node checks, the pause image."""
 
     def filters(self):
         return {
             "kube_ca_cert_hash": kube_ca_cert_hash,
             "kube_cidr_problems": kube_cidr_problems,
+            "kube_controller_kubeconfigs": kube_controller_kubeconfigs,
             "kube_node_patch": kube_node_patch,
             "kube_node_preflight_problems": kube_node_preflight_problems,
             "kube_node_problems": kube_node_problems,

@@ -118,6 +118,15 @@ def _annotation_list(annotations: dict, name: str) -> list[str]:
     return [item for item in annotations.get(name, "").split(",") if item]
 
 
+def controller_kubeconfig(datacenter: str, kubeconfig_dir=None, inventory_dir=None, cluster_name=None) -> str:
+    """Where a datacenter's admin kubeconfig lives on the controller, as kube_control_plane fetches it:
+    <kubeconfig_dir, default <inventory_dir>/artifacts>/<cluster_name or datacenter>/admin.conf."""
+    if not datacenter and not cluster_name:
+        raise KubeInputError("a datacenter (or kube_cluster_name) is needed to find the cluster's admin kubeconfig on the controller.")
+    directory = str(kubeconfig_dir) if kubeconfig_dir else f"{inventory_dir or '.'}/artifacts"
+    return f"{directory}/{cluster_name or datacenter}/admin.conf"
+
+
 def node_metadata_patch(node: dict, labels: dict, taints: list) -> dict | None:
     """The merge patch that gives a Node the pool labels and taints the inventory wants, or None if it has them.
 

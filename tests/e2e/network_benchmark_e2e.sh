@@ -131,8 +131,17 @@ for node in sorted(json.load(sys.stdin)["items"], key=lambda node: node["metadat
           json.dumps(node.get("spec", {}).get("taints", []), sort_keys=True))'
 }
 before="$(dc1_nodes)"
+# As from a fresh checkout of the inventory: the controller lacks dc1's admin kubeconfig (kube_control_plane, which
+# fetches it, is not in the limit), so kube_node fetches it from dc1-cp1 before it reconciles the pools through the API.
+kubeconfig="$repo/inventories/lab/artifacts/dc1/admin.conf"
+rm -f "$kubeconfig"
 run_step "site.yml on the new nodes (--limit dc1-gpu3,dc1-gpu4)" site-new-nodes pass playbooks/site.yml --limit "$(IFS=,; echo "${extra_nodes[*]}")"
 after="$(dc1_nodes)"
+if [[ "$(stat -c %a "$kubeconfig" 2>/dev/null)" != 600 ]] \
+    || ! cmp -s "$kubeconfig" <(podman exec onprem-gpu-lab-dc1-cp1 cat /etc/kubernetes/admin.conf); then
+    echo "network benchmark e2e: site.yml --limit did not fetch dc1's admin kubeconfig to $kubeconfig, mode 0600" >&2
+    exit 1
+fi
 if [[ "$(grep -vE '^dc1-gpu[34] ' <<<"$after")" != "$before" ]]; then
     echo "network benchmark e2e: site.yml --limit changed nodes it was not limited to:" >&2
     diff <(echo "$before") <(echo "$after") >&2 || true

@@ -12,6 +12,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._kube import (
     KubeInputError,
     ca_cert_hash,
     cidr_problems,
+    controller_kubeconfig,
     node_metadata_patch,
 )
 
@@ -153,3 +154,18 @@ def test_a_hand_set_label_with_the_wanted_value_is_adopted_without_rewriting_it(
 def test_bad_labels_or_taints_are_refused(labels, taints, message):
     with pytest.raises(KubeInputError, match=message):
         node_metadata_patch(node(), labels, taints)
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    (("dc1", None, "/srv/inventories/onprem", None), "/srv/inventories/onprem/artifacts/dc1/admin.conf"),
+    (("dc1", "/etc/onprem-gpu/kubeconfigs", "/srv/inventories/onprem", None), "/etc/onprem-gpu/kubeconfigs/dc1/admin.conf"),
+    (("dc1", None, "/srv/inventories/onprem", "gpu-east"), "/srv/inventories/onprem/artifacts/gpu-east/admin.conf"),
+    (("dc2", "", None, ""), "./artifacts/dc2/admin.conf"),
+])
+def test_the_controller_kubeconfig_is_where_kube_control_plane_fetches_it(arguments, expected):
+    assert controller_kubeconfig(*arguments) == expected
+
+
+def test_the_controller_kubeconfig_needs_a_datacenter_or_cluster_name():
+    with pytest.raises(KubeInputError, match="a datacenter"):
+        controller_kubeconfig("", None, "/srv/inventories/onprem", None)
