@@ -4,7 +4,13 @@
 
 from __future__ import annotations
 
-from ansible_collections.onprem.gpu.plugins.module_utils._package_source import desired_files
+from ansible_collections.onprem.gpu.plugins.module_utils._package_source import (
+    desired_files,
+    pin_pattern,
+    pins_text,
+    preferences_path,
+    split_request,
+)
 
 
 def package_source_files(repositories, keys, family="Debian", codename=""):
@@ -12,6 +18,12 @@ def package_source_files(repositories, keys, family="Debian", codename=""):
     return desired_files(family, repositories, keys, codename)
 
 
+def package_source_pins_file(holds, role):
+    """{path, text} of the APT preferences file package_source writes for a role's holds at versions ("name=version")."""
+    pins = {name: pin_pattern(version) for name, version in map(split_request, holds) if version}
+    return {"path": preferences_path(role), "text": pins_text(pins)}
+
+
 class FilterModule:
     def filters(self):
-        return {"package_source_files": package_source_files}
+        return {"package_source_files": package_source_files, "package_source_pins_file": package_source_pins_file}

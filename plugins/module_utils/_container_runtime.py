@@ -270,10 +270,11 @@ def offer_problems(packages, settings):
 
 
 def package_changes(packages, holds, settings):
-    """``{install: [package specs], hold: [what to hold]}``: the install names with their pins, and the pinned packages not held yet.
+    """``{install: [package specs], hold: [what to hold]}``: the install names with their pins, and the holds.
 
-    ``settings['manager']`` is ``apt`` (``name=version-*`` specs, holds by name) or ``dnf`` (``name-version``,
-    version locks by ``name-version``).
+    ``settings['manager']`` is ``apt`` (``name=version-*`` specs; every pinned package held as ``name=version``, which
+    package_source holds by name and pins at that version, changing only what differs, so that a new version moves the
+    pins of packages already held) or ``dnf`` (``name-version``; the pinned packages not locked yet, locked by ``name-version``).
     """
     pinned = dict.fromkeys(settings["toolkit_packages"] if settings["nvidia"] else [], settings["toolkit_version"])
     containerd = settings["containerd_package"]
@@ -281,7 +282,10 @@ def package_changes(packages, holds, settings):
     install += [name + _pin(settings["manager"], version) for name, version in pinned.items()]
     if settings.get("containerd_version"):
         pinned[containerd] = settings["containerd_version"]
-    hold = [name if settings["manager"] == "apt" else f"{name}-{version}" for name, version in pinned.items() if name not in holds]
+    if settings["manager"] == "apt":
+        hold = [f"{name}={version}" for name, version in pinned.items()]
+    else:
+        hold = [f"{name}-{version}" for name, version in pinned.items() if name not in holds]
     return {"install": install, "hold": hold}
 
 

@@ -45,7 +45,6 @@ RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
 _VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)\.([0-9]+)$")
 _ENDPOINT = re.compile(r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")
 _FSTAB_SWAP = re.compile(r"^([^#\s]+\s+\S+\s+swap\s.*)$", re.MULTILINE)
-_INDEX_STANZA = re.compile(r"(?m)^Package: (\S+)\n(?:.+\n)*?Version: (\S+)")
 
 
 def _minor(version) -> tuple[int, int] | None:
@@ -149,38 +148,30 @@ def parse_systemctl_show(text: str) -> list[dict]:
     return blocks
 
 
-def offered_versions(index: str, packages: list) -> dict:
-    """{package: [versions]} of the wanted packages in an APT Packages index."""
-    offered = {name: [] for name in packages}
-    for name, version in _INDEX_STANZA.findall(index):
-        if name in offered:
-            offered[name].append(version)
-    return offered
-
-
 def _status(answer: dict) -> str:
     status = answer.get("status") or -1
     return f"HTTP {status}" if status > 0 else (answer.get("msg") or "no answer")
 
 
 def mirror_problems(host: str, facts: dict, wanted: dict) -> list[str]:
-    """Sentences saying what the mirror lacks for the cluster's version; empty when it offers everything."""
-    index, key = facts.get("index") or {}, facts.get("key") or {}
-    problems = []
-    if index.get("status") != 200:
-        problems.append(f"{host} cannot read the package index {index.get('url') or wanted['index_url']} ({_status(index)}); "
-                        "check kube_node_repo_url, that the mirror is up, and the network path from this host to it.")
-    else:
-        offers = index.get("offered") or {}
-        prefix = wanted["version"] + "-"
-        missing = [name for name in wanted["packages"] if not any(version.startswith(prefix) for version in offers.get(name, []))]
-        if missing:
-            kubeadm = ", ".join(offers.get("kubeadm", [])) or "in no version"
-            problems.append(f"The mirror {wanted['repo_url']} has no {', '.join(missing)} at Kubernetes {wanted['version']} (it offers kubeadm {kubeadm}); "
-                            "set kube_version to an offered version or publish it on the mirror.")
+    """Sentences saying what the mirror lacks for the cluster's version; empty when it offers everything.
+
+    ``facts`` holds kube_node_facts' ``key`` and ``offers``, the answer of the collection's one offers check
+    (module_utils/_package_probe): the repository read through a private APT configuration with its key.
+    """
+    offers, key = facts.get("offers") or {}, facts.get("key") or {}
     if key.get("status") != 200 or "-----BEGIN PGP PUBLIC KEY BLOCK-----" not in (key.get("content") or ""):
-        problems.append(f"{host} gets no ASCII-armored signing key from {wanted['key_url']} ({_status(key)}); check kube_node_repo_key_url.")
-    return problems
+        return [f"{host} gets no ASCII-armored signing key from {wanted['key_url']} ({_status(key)}); check kube_node_repo_key_url."]
+    if offers.get("unreadable"):
+        return [f"{host} cannot read the Kubernetes repository {wanted['repo_url']} ({offers['unreadable'].rstrip('.')}); check kube_node_repo_url, "
+                "that the mirror is up, and the network path from this host to it."]
+    offered = offers.get("offered") or {}
+    missing = [name for name in wanted["packages"] if any(request.partition("=")[0] == name for request in offers.get("missing") or [])]
+    if missing:
+        kubeadm = ", ".join(offered.get("kubeadm", [])) or "in no version"
+        return [f"The mirror {wanted['repo_url']} has no {', '.join(missing)} at Kubernetes {wanted['version']} (it offers kubeadm {kubeadm}); "
+                "set kube_version to an offered version or publish it on the mirror."]
+    return []
 
 
 def platform_problems(host: str, facts: dict) -> list[str]:
@@ -206,15 +197,21 @@ def _same_text(found, wanted) -> bool:
 def node_work(facts: dict, wanted: dict) -> dict:
     """What the node base lacks that the role changes, one short phrase each: {install: [...], configure: [...]}.
 
-    ``wanted``: version, packages, install_files and configure_files ({path: content}), sysctls, kernel_modules, swap_off.
+    ``wanted``: version, packages, install_files and configure_files ({path: content}), sysctls, kernel_modules, swap_off, and
+    pin_file ({path, text}: the APT preferences file package_source writes for the packages' holds; optional).
     Both lists are empty on a node that needs nothing.
     """
     files = facts.get("files") or {}
     packages = facts.get("packages") or {}
     prefix = wanted["version"] + "-"
     install = [f"write {path}" for path, content in wanted["install_files"].items() if not _same_text(files.get(path), content)]
-    install += [f"install {name}" for name in wanted["packages"] if not (packages.get(name, {}).get("version") or "").startswith(prefix)]
-    install += [f"hold {name}" for name in wanted["packages"] if not packages.get(name, {}).get("held")]
+    to_install = [name for name in wanted["packages"] if not (packages.get(name, {}).get("version") or "").startswith(prefix)]
+    install += [f"install {name}" for name in to_install]
+    # Installing another version drops APT's hold, and the hold at a version is what pins it (package_source's
+    # preferences file): a package installed, not held, or not pinned as wanted is held (and pinned) again.
+    pin_file = wanted.get("pin_file") or {}
+    pins_differ = bool(pin_file.get("text")) and not _same_text(files.get(pin_file["path"]), pin_file["text"])
+    install += [f"hold {name}" for name in wanted["packages"] if name in to_install or pins_differ or not packages.get(name, {}).get("held")]
     configure = [f"write {path}" for path, content in wanted["configure_files"].items() if not _same_text(files.get(path), content)]
     present = facts.get("kernel_modules") or []
     configure += [f"load {module}" for module in wanted["kernel_modules"] if module not in present]
@@ -265,4 +262,5 @@ def preflight_problems(host: str, settings: dict, facts: dict | None = None, wan
     problems = input_problems(host, settings)
     if problems or facts is None:
         return problems
-    return platform_problems(host, facts) + mirror_problems(host, facts, wanted or {})
+    # kube_node_facts asks the mirror only on a supported platform.
+    return platform_problems(host, facts) or mirror_problems(host, facts, wanted or {})

@@ -294,6 +294,15 @@ def reboot_reason(request, node):
     return ""
 
 
+# Where package_source pins the driver packages this role holds (APT), and the text it writes when all are held.
+PINS_PATH = package_source.preferences_path("nvidia_driver")
+
+
+def expected_pins(packages, version):
+    """The APT preferences file package_source writes once ``packages`` are held at the driver's ``version``."""
+    return package_source.pins_text({name: package_source.pin_pattern(version) for name in packages})
+
+
 def plan(platform, request, node, repo_key):
     """Return the plan: what must change on the node to hold the pinned driver, and the facts it decides."""
     packages = driver_packages(platform, request.branch, request.flavor, request.nvswitch)
@@ -317,8 +326,10 @@ def plan(platform, request, node, repo_key):
     elif install or headers:
         actions.append(f"install {', '.join(headers + install)} at {request.version}")
     packages_change = bool(remove or install or headers or not preview_packages)
-    # Installing a held package at another version (--allow-change-held-packages) drops its hold: hold it again.
-    holds = [name for name in wanted if name not in node.holds or name in install]
+    # Installing a held package at another version (--allow-change-held-packages) drops its hold: hold it again. On APT the
+    # hold at the driver's version is also what pins it (package_source's preferences file): pins that differ hold again.
+    pins_differ = platform.family == "Debian" and node.files.get(PINS_PATH) != expected_pins(wanted, request.version)
+    holds = [name for name in wanted if name not in node.holds or name in install or pins_differ]
     if node.check_mode:
         # A package that check mode did not install cannot be held; installing it is the reported change.
         holds = [name for name in holds if name in node.installed]

@@ -9,7 +9,9 @@ Plain Python without Ansible imports: the package_source module (the package_sou
 nvidia_driver_plan module call it; commands run through the ``run`` callable they pass (argv list -> rc, stdout, stderr).
 
 File formats: deb822 sources (sources.list(5), "DEB822-STYLE FORMAT"; Signed-By names a keyring file, .asc for an
-ASCII-armored key, .gpg for a binary one) and yum/dnf .repo files (dnf.conf(5), repo options baseurl, gpgcheck, gpgkey).
+ASCII-armored key, .gpg for a binary one), yum/dnf .repo files (dnf.conf(5), repo options baseurl, gpgcheck, gpgkey) and
+APT preferences (apt_preferences(5): one "Package / Pin: version / Pin-Priority" stanza per pinned package, as NVIDIA's
+Driver Installation Guide, "Version locking", pins the driver on Debian and Ubuntu).
 """
 
 from __future__ import annotations
@@ -26,10 +28,21 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 CALLERS = ("onprem.gpu.nvidia_driver", "onprem.gpu.container_runtime", "onprem.gpu.kube_node", "onprem.gpu.nccl_tests", "onprem.gpu.rdma")
 
 
+def including_role(parent_roles):
+    """The innermost of the collection's roles that include this one, without the collection prefix (kube_node), or None.
+
+    ``parent_roles`` is ``ansible_parent_role_names``: the role that included this one first, then the roles around it.
+    """
+    for name in parent_roles or []:
+        qualified = name if "." in name else f"onprem.gpu.{name}"
+        if qualified in CALLERS:
+            return qualified.rsplit(".", maxsplit=1)[-1]
+    return None
+
+
 def caller_problem(parent_roles):
     """The guard of the internal role: one sentence unless one of the collection's roles includes it."""
-    names = [name if "." in name else f"onprem.gpu.{name}" for name in parent_roles or []]
-    if any(name in CALLERS for name in names):
+    if including_role(parent_roles):
         return None
     return ("onprem.gpu.package_source is internal to the onprem.gpu collection: its roles (" + ", ".join(name.rsplit(".", maxsplit=1)[-1] for name in CALLERS)
             + ") include it with their repository settings; set those roles' *_repo_url variables (or onprem_gpu_mirror_url) instead.")
@@ -274,3 +287,86 @@ def hold_changes(family, hold, unhold, locks):
         if to_hold:
             commands.append(["apt-mark", "hold"] + [split_request(request)[0] for request in to_hold])
     return {"names": [split_request(request)[0] for request in to_hold] + [name for name in to_release if name not in relock], "commands": commands}
+
+
+# ------------------------------------------------------------------ version pins (APT)
+# apt-mark hold keeps a package where it is; a pin also names the version APT must choose for it (apt_preferences(5):
+# a priority over 1000 installs that version even as a downgrade), so that a hold at a version locks what DNF's
+# versionlock locks. One file per including role, one stanza per package, written only from what the role holds.
+
+PIN_PRIORITY = 1001
+PIN_HEADER = "# Written by the onprem.gpu collection (package_source): the versions this role installed and holds."
+# Debian Policy, "Control files and their fields" (Source, Package, Version): names of two or more characters, and an
+# upstream version that starts with a digit, after an optional epoch "N:".
+_DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+_DEBIAN_VERSION = re.compile(r"^(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
+
+
+def preferences_path(role):
+    """The APT preferences file of an including role's pins (apt_preferences(5) reads *.pref files in preferences.d)."""
+    return f"/etc/apt/preferences.d/onprem-gpu-{role}.pref"
+
+
+def hold_problems(hold, unhold):
+    """Problems of APT hold and release requests, each one sentence: nothing is held, released or pinned while there is one."""
+    problems, versions = [], {}
+    for name, version in map(split_request, hold):
+        problems += _package_name_problems(name)
+        if version is not None and not _DEBIAN_VERSION.match(version):
+            problems.append(f"The version {version!r} of {name} is not a Debian version (an optional epoch 'N:', then a digit, then letters, "
+                            "digits, '.', '+', '~' or '-'; no spaces).")
+        if version is not None and versions.setdefault(name, version) != version:
+            problems.append(f"The package {name} is to be held at two versions ({versions[name]} and {version}); hold it at one.")
+    for name in unhold:
+        problems += _package_name_problems(name)
+        if name in {split_request(request)[0] for request in hold}:
+            problems.append(f"The package {name} is to be both held and released; ask for one of them.")
+    return problems
+
+
+def _package_name_problems(name):
+    if _DEBIAN_PACKAGE.match(name):
+        return []
+    return [f"The package name {name!r} is not a Debian package name (two or more lower-case letters, digits, '+', '-' or '.', "
+            "starting with a letter or digit)."]
+
+
+def pin_pattern(version):
+    """The ``Pin: version`` of a hold at ``version``, matched as version_matches means it.
+
+    A version with a Debian revision (2.19.6-1+cuda13.2) is pinned exactly; an upstream version (1.35.4) with any
+    revision of it (1.35.4-*, a glob apt_preferences(5) allows). APT compares the whole version, epoch included: a
+    package with an epoch needs it in the version asked (2:1.18.0).
+    """
+    return version if "-" in version else f"{version}-*"
+
+
+def parse_pins(text):
+    """{package: pinned version pattern} of a preferences file that this module wrote; comments and other stanzas are ignored."""
+    pins = {}
+    for stanza in re.split(r"\n[ \t]*\n", text or ""):
+        fields = dict(line.split(":", 1) for line in stanza.splitlines() if ":" in line and not line.startswith("#"))
+        package, pin = fields.get("Package", "").strip(), fields.get("Pin", "").strip()
+        if package and pin.startswith("version "):
+            pins[package] = pin[len("version "):].strip()
+    return pins
+
+
+def pins_after(pins, hold, unhold, locks):
+    """The role's pins after holding ``hold`` and releasing ``unhold``, given its pins and the packages held now (``locks``).
+
+    A hold at a version pins that version; a hold by name alone keeps the name's pin as it is; a pin stays only while its
+    package is held, so a released package (``unhold``, or removed by the package manager, which drops its hold) loses it.
+    """
+    held = (set(locks) - set(unhold)) | {split_request(request)[0] for request in hold}
+    after = {name: pattern for name, pattern in pins.items() if name in held}
+    after.update({name: pin_pattern(version) for name, version in map(split_request, hold) if version})
+    return after
+
+
+def pins_text(pins):
+    """The preferences file of a role's pins, one stanza per package in name order; None when there is none (no file)."""
+    if not pins:
+        return None
+    stanzas = [f"Package: {name}\nPin: version {pins[name]}\nPin-Priority: {PIN_PRIORITY}\n" for name in sorted(pins)]
+    return PIN_HEADER + "\n" + "\n".join(stanzas)

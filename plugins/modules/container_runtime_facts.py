@@ -128,7 +128,6 @@ container_runtime:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
 from ansible_collections.onprem.gpu.plugins.module_utils._container_runtime import (
@@ -144,6 +143,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi import (
     query_gpu_argv,
     read_driver_state,
 )
+from ansible_collections.onprem.gpu.plugins.module_utils._package_probe import fetch_key
 
 PACKAGE_COMMANDS = {
     "apt": {"update": ["apt-get", "update", "-q"], "list": ["apt-cache", "policy"], "holds": ["apt-mark", "showhold"]},
@@ -160,12 +160,12 @@ def run(module, argv, allowed=(0,)):
 
 
 def read_keys(module):
+    """Each repository's key as the collection's one key fetch answers it (module_utils/_package_probe), content as text."""
     keys = []
     for repository in module.params["repositories"]:
-        response, info = fetch_url(module, repository["key_url"], timeout=30)
-        content = response.read().decode("utf-8", "replace") if response else ""
-        keys.append(dict(name=repository["name"], url=repository["key_url"], status=info.get("status", -1), content=content,
-                         msg=info.get("msg", "")))
+        answer = fetch_key(module, repository)
+        keys.append(dict(name=answer["name"], url=answer["url"], status=answer["status"], content=answer["content"].decode("utf-8", "replace"),
+                         msg=answer["msg"]))
     return keys
 
 

@@ -14,8 +14,10 @@ description:
   - Reads C(/etc/os-release), the versions and holds of the Kubernetes packages (one C(dpkg-query) call), C(kubelet --version),
     sysctls and swap areas from C(/proc), which kernel modules are present (loaded or built in), the given files and the unit
     file state and mount dependencies of the given systemd units (one C(systemctl show) call).
-  - Optionally fetches the APT package index of the mirror (reporting only the versions of O(packages) it offers) and the
-    repository's signing key, from the node, as APT will.
+  - Optionally asks the Kubernetes repository, from the node, which versions of O(packages) it offers, with the collection's one
+    offers check (the same as the internal package_source role's), which fetches the signing key and reads the repository
+    through a private APT configuration, checking its signature, before any source file is written; the node's own package
+    lists do not change.
   - Changes nothing; the kube_node role compares the result with the inventory through the C(onprem.gpu.kube_node_*) filters.
 author:
   - onprem.gpu maintainers (@onprem-gpu)
@@ -51,14 +53,35 @@ options:
     type: list
     elements: str
     default: []
-  index_url:
+  repository:
     description:
-      - URL of an APT C(Packages) index; the versions it offers of O(packages) are returned. Empty reads none.
-      - C({architecture}) in it stands for the node's Debian architecture (C(dpkg --print-architecture)).
-    type: str
-    default: ""
-  key_url:
-    description: URL of the repository's ASCII-armored signing key, returned as text. Empty reads none.
+      - The repository asked for O(packages) at O(version), as the package_source role writes it; none is asked without it.
+    type: dict
+    suboptions:
+      name:
+        description: Name of the repository's source file and keyring.
+        type: str
+        required: true
+      url:
+        description: URL of the repository.
+        type: str
+        required: true
+      suites:
+        description: Suites; V(/) for a flat repository (as pkgs.k8s.io), empty for the distribution's codename.
+        type: list
+        elements: str
+        default: []
+      components:
+        description: Components; empty for a flat repository.
+        type: list
+        elements: str
+        default: []
+      key_url:
+        description: URL of the repository's signing key.
+        type: str
+        required: true
+  version:
+    description: The upstream version of O(packages) asked of O(repository) (C(1.35.4) matches C(1.35.4-*)); empty asks for any.
     type: str
     default: ""
   kubelet:
@@ -77,8 +100,12 @@ EXAMPLES = r"""
     kernel_modules: [overlay, br_netfilter]
     files: [/etc/fstab]
     units: [kubelet.service, swap.target]
-    index_url: https://pkgs.k8s.io/core:/stable:/v1.35/deb/Packages
-    key_url: https://pkgs.k8s.io/core:/stable:/v1.35/deb/Release.key
+    repository:
+      name: kubernetes
+      url: https://pkgs.k8s.io/core:/stable:/v1.35/deb/
+      suites: [/]
+      key_url: https://pkgs.k8s.io/core:/stable:/v1.35/deb/Release.key
+    version: 1.35.4
   register: node
 """
 
@@ -128,13 +155,15 @@ units:
   returned: always
   type: dict
   sample: {kubelet.service: {UnitFileState: enabled, RequiresMountsFor: /raid}}
-index:
-  description: The URL read (C(url)), its answer (C(status), C(msg)) and C(offered), the versions offered of each of O(packages).
-  returned: when O(index_url) is set
+offers:
+  description:
+    - What O(repository) offers of O(packages) at O(version) (C(offered), every version of each package; C(missing), the
+      packages not offered at O(version)), or why it could not be read (C(unreadable)); C(problems), one sentence each.
+  returned: when O(repository) is set, on Debian and Ubuntu
   type: dict
 key:
-  description: The answer of O(key_url) (C(status), C(msg)) and its C(content).
-  returned: when O(key_url) is set
+  description: The answer of the repository's key URL (C(status), C(msg)) and its C(content) as text.
+  returned: when O(repository) is set, on Debian and Ubuntu
   type: dict
 """
 
@@ -143,14 +172,13 @@ import platform
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_text
-from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
-    offered_versions,
     parse_dpkg_query,
     parse_systemctl_show,
 )
 from ansible_collections.onprem.gpu.plugins.module_utils._os_release import read_os_release
+from ansible_collections.onprem.gpu.plugins.module_utils._package_probe import probe
 
 
 def read_text(path):
@@ -170,13 +198,6 @@ def module_present(name):
     return os.path.isdir(f"/sys/module/{name}")
 
 
-def fetch(module, url):
-    response, info = fetch_url(module, url, timeout=30)
-    answer = {"status": info.get("status", -1), "msg": info.get("msg", "")}
-    answer["content"] = to_text(response.read(), errors="replace") if response is not None and answer["status"] == 200 else ""
-    return answer
-
-
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -185,8 +206,14 @@ def main():
             "kernel_modules": {"type": "list", "elements": "str", "default": []},
             "files": {"type": "list", "elements": "path", "default": []},
             "units": {"type": "list", "elements": "str", "default": []},
-            "index_url": {"type": "str", "default": ""},
-            "key_url": {"type": "str", "default": "", "no_log": False},
+            "repository": {"type": "dict", "options": {
+                "name": {"type": "str", "required": True},
+                "url": {"type": "str", "required": True},
+                "suites": {"type": "list", "elements": "str", "default": []},
+                "components": {"type": "list", "elements": "str", "default": []},
+                "key_url": {"type": "str", "required": True, "no_log": False},
+            }},
+            "version": {"type": "str", "default": ""},
             "kubelet": {"type": "str", "default": "kubelet"},
         },
         supports_check_mode=True,
@@ -228,15 +255,14 @@ def main():
         result["units"] = {unit: {"UnitFileState": block.get("UnitFileState", ""), "RequiresMountsFor": block.get("RequiresMountsFor", "")}
                            for unit, block in zip(params["units"], blocks)}
 
-    if params["index_url"]:
-        url = params["index_url"]
-        if "{architecture}" in url:
-            rc, out, err = module.run_command([module.get_bin_path("dpkg", required=True), "--print-architecture"], check_rc=True)
-            url = url.replace("{architecture}", out.strip())
-        index = fetch(module, url)
-        result["index"] = {"url": url, "status": index["status"], "msg": index["msg"], "offered": offered_versions(index["content"], params["packages"])}
-    if params["key_url"]:
-        result["key"] = fetch(module, params["key_url"])
+    os_family = {result["os_release"].get("ID", "")} | set(result["os_release"].get("ID_LIKE", "").split())
+    # APT is asked on Debian and Ubuntu only: elsewhere the role refuses the platform before it reads the mirror.
+    if params["repository"] and "debian" in os_family:
+        requests = [f"{name}={params['version']}" if params["version"] else name for name in params["packages"]]
+        answer = probe(module, "Debian", result["os_release"].get("VERSION_CODENAME", ""), [params["repository"]], requests)
+        key = answer.pop("keys")[0]
+        result["key"] = {"status": key["status"], "msg": key["msg"], "content": to_text(key["content"], errors="replace")}
+        result["offers"] = answer
     module.exit_json(**result)
 
 

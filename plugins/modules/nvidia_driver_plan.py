@@ -356,7 +356,7 @@ def main():
         module.exit_json(changed=False, problems=[problem], ansible_facts=facts)
     state = read_driver(module, params["nvidia_smi"])
     secure_boot, secure_boot_output = read_secure_boot(module)
-    files = {path: read_file(path) for path in driver.desired_files(platform, request, key)}
+    files = {path: read_file(path) for path in list(driver.desired_files(platform, request, key)) + [driver.PINS_PATH]}
     units = [f"{driver.PERSISTENCED_SERVICE}.service", f"{driver.FABRICMANAGER_SERVICE}.service"]
     services = driver.parse_systemctl_show(run(module, ["systemctl", "show", "--property=Id,LoadState,ActiveState,UnitFileState"] + units)[1])
     node = driver.Node(

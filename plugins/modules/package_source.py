@@ -19,7 +19,15 @@ description:
     C(/etc/apt/sources.list.d/NAME.sources) (or C(/etc/yum.repos.d/NAME.repo)) per repository, the same text whichever role
     writes it, only when every key was fetched and every requested version is offered, and refreshes APT's package
     lists only when a file changed.
-  - Holds (C(apt-mark hold), C(dnf versionlock add)) and releases packages.
+  - Holds (C(apt-mark hold), C(dnf versionlock add)) and releases packages. On APT a hold at a version also pins that
+    version, so that APT and DNF lock the same thing. DNF's versionlock already locks the version; there nothing else is written.
+  - The pins of the including role (the innermost of the collection's roles in O(parent_roles), such as C(kube_node)) are one
+    apt_preferences(5) file, C(/etc/apt/preferences.d/onprem-gpu-ROLE.pref), with one stanza per package in name order
+    (fields C(Package), C(Pin) and C(Pin-Priority) 1001, a priority APT follows even to a downgrade), as NVIDIA's Driver
+    Installation Guide pins the driver under "Version locking". The file is written atomically, mode 0644, owned by root,
+    and removed when no pin is left.
+  - On APT, hold and release requests are checked before anything is fetched or written; a package name that is not a Debian package
+    name, or a version that is not a Debian version (one with a space or a newline, for instance), fails in one sentence naming it.
 author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
@@ -27,9 +35,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Reads keys and offers, writes and holds nothing, and reports what would change.
+    details: Reads keys, offers and holds, writes and holds nothing, and reports what would change.
   diff_mode:
     support: full
+    details: The text of each key, source and pin file before and after.
   platform:
     platforms: posix
 options:
@@ -79,20 +88,37 @@ options:
     type: bool
     default: true
   hold:
-    description: Packages to hold, C(name) or C(name=version) (DNF locks that version).
+    description:
+      - Packages to hold, C(name) or C(name=version).
+      - DNF locks C(name-version) (C(dnf versionlock add)), and locks again a package locked at another version.
+      - APT holds the name (C(apt-mark hold)) and pins the version in the including role's preferences file, with a C(Pin) of
+        C(version VERSION-*) for an upstream version such as C(1.35.4) (any Debian revision of it), and of exactly
+        C(version VERSION) for one that has its Debian revision, such as C(2.19.6-1+cuda13.2). APT compares whole versions,
+        so a package whose version has an epoch needs it in the version asked (C(2:1.18.0)).
+      - A hold by name alone pins nothing and keeps the name's pin as it is; a pin lasts while its package is held, so a
+        package released here or removed since (which drops its hold) loses its stanza at this call.
     type: list
     elements: str
     default: []
   unhold:
-    description: Packages to release.
+    description: Packages to release, by name; on APT their stanzas leave the including role's preferences file.
     type: list
     elements: str
     default: []
   parent_roles:
-    description: The roles that include this one (C(ansible_parent_role_names)); one of the collection's roles must be among them.
+    description:
+      - The roles that include this one (C(ansible_parent_role_names)); one of the collection's roles must be among them.
+      - The innermost of them names the APT preferences file of the pins.
     type: list
     elements: str
     required: true
+seealso:
+  - name: apt_preferences(5)
+    description: APT preferences, version pins and the meaning of a priority over 1000.
+    link: https://manpages.debian.org/bookworm/apt/apt_preferences.5.en.html
+  - name: NVIDIA Driver Installation Guide, Version locking
+    description: Locking the driver with APT preferences and DNF versionlock.
+    link: https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/version-locking.html
 """
 
 EXAMPLES = r"""
@@ -105,6 +131,18 @@ EXAMPLES = r"""
         components: [main]
         key_url: https://mirror.example.internal/nvidia/mirror.asc
     packages: [nvidia-container-toolkit=1.18.0]
+    parent_roles: "{{ ansible_parent_role_names | default([]) }}"
+
+# Inside onprem.gpu.kube_node on Debian: apt-mark holds the three packages and
+# /etc/apt/preferences.d/onprem-gpu-kube_node.pref pins each at "Pin: version 1.35.4-*", priority 1001.
+- name: Hold kubelet, kubeadm and kubectl at the cluster's version
+  onprem.gpu.package_source:
+    hold: [kubelet=1.35.4, kubeadm=1.35.4, kubectl=1.35.4]
+    parent_roles: "{{ ansible_parent_role_names | default([]) }}"
+
+- name: Release nccl-tests (its stanza leaves the role's preferences file, which goes when empty)
+  onprem.gpu.package_source:
+    unhold: [nccl-tests]
     parent_roles: "{{ ansible_parent_role_names | default([]) }}"
 """
 
@@ -132,7 +170,10 @@ missing:
   type: list
   elements: str
 files:
-  description: The keys and source files that differ from what is wanted (written unless check mode or not ready).
+  description:
+    - The keys and source files that differ from what is wanted (written unless check mode or not ready).
+    - With O(hold) or O(unhold) on APT, also the including role's preferences file when its pins change (written, or removed
+      when none is left, unless check mode).
   returned: always
   type: list
   elements: str
@@ -141,6 +182,13 @@ held:
   returned: always
   type: list
   elements: str
+pins:
+  description:
+    - The including role's APT pins after this run (as planned in check mode), each package name with the version pattern of its C(Pin).
+    - Empty on DNF and without O(hold) or O(unhold).
+  returned: always
+  type: dict
+  sample: {kubeadm: "1.35.4-*", kubectl: "1.35.4-*", kubelet: "1.35.4-*"}
 problems:
   description: The sentences of RV(keys), RV(unreadable) and RV(missing) for callers without their own.
   returned: always
@@ -149,29 +197,17 @@ problems:
 """
 
 import os
-import pwd
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.onprem.gpu.plugins.module_utils import _package_source as source
 from ansible_collections.onprem.gpu.plugins.module_utils._os_release import read_os_release
-
-C_LOCALE = {"LC_ALL": "C"}
+from ansible_collections.onprem.gpu.plugins.module_utils._package_probe import C_LOCALE, probe
 
 
 def family_of(release):
     words = [release.get("ID", "")] + release.get("ID_LIKE", "").split()
     return "Debian" if any(word in ("debian", "ubuntu") for word in words) else "RedHat"
-
-
-def fetch_key(module, repository):
-    response, info = fetch_url(module, repository["key_url"], timeout=30)
-    content = response.read() if response is not None else b""
-    answer = {"name": repository["name"], "url": repository["key_url"], "status": info.get("status", -1), "msg": info.get("msg", ""),
-              "content": content}
-    answer["problem"] = source.key_problem(answer)
-    return answer
 
 
 def read_bytes(path):
@@ -184,6 +220,17 @@ def read_bytes(path):
 
 def as_bytes(content):
     return content.encode() if isinstance(content, str) else content
+
+
+def write_file(module, path, content):
+    """Replace ``path`` atomically with ``content``, mode 0644, owned by the user the module runs as (root)."""
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    temporary = f"{path}.onprem-gpu-tmp"
+    with open(temporary, "wb") as handle:
+        handle.write(as_bytes(content))
+    # The file is the collection's: its mode and owner are set here, not copied from the file it replaces.
+    module.atomic_move(temporary, path, keep_dest_attrs=False)
+    os.chmod(path, 0o644)
 
 
 def main():
@@ -214,30 +261,21 @@ def main():
         module.fail_json(msg=" ".join(problems))
     release = read_os_release()
     family, codename = family_of(release), release.get("VERSION_CODENAME", "")
+    problems = source.hold_problems(params["hold"], params["unhold"]) if family == "Debian" else []
+    if problems:
+        module.fail_json(msg=" ".join(problems))
 
     def run(argv):
         return module.run_command(argv, environ_update=C_LOCALE)
 
     # One file per repository name: the same repository given twice (two roles sharing a mirror) is one.
     repositories = list({repository["name"]: repository for repository in params["repositories"]}.values())
-    answers = [fetch_key(module, repository) for repository in repositories]
-    result = {"changed": False, "keys": [{k: v for k, v in answer.items() if k != "content"} for answer in answers], "unreadable": None,
-              "offered": {}, "missing": [], "files": [], "held": [], "problems": []}
-    result["problems"] = [source.key_sentence(answer) for answer in answers if answer["problem"]]
-    keys = {answer["name"]: answer["content"] for answer in answers}
-    names = sorted({source.split_request(request)[0] for request in params["packages"]})
-    if not result["problems"]:
-        try:
-            apt_uid = pwd.getpwnam("_apt").pw_uid if family == "Debian" else None
-        except KeyError:
-            apt_uid = None
-        offers, result["unreadable"] = source.repository_offers(run, family, repositories, keys, codename, names, apt_uid)
-        if result["unreadable"]:
-            result["problems"].append(result["unreadable"] + ".")
-        else:
-            result.update(source.judge_offers(offers, params["packages"]))
-            if result["missing"]:
-                result["problems"].append(f"{source.describe(repositories, codename)} offers no {', '.join(result['missing'])}.")
+    # The collection's one offers check (module_utils/_package_probe): keys fetched, repositories read before any write.
+    answer = probe(module, family, codename, repositories, params["packages"])
+    answers = answer.pop("keys")
+    result = {"changed": False, "keys": [{k: v for k, v in key.items() if k != "content"} for key in answers], "files": [], "held": [],
+              "pins": {}, **answer}
+    keys = {key["name"]: key["content"] for key in answers}
     result["ready"] = not result["problems"]
     if params["require"] and result["problems"]:
         module.fail_json(msg=" ".join(result["problems"]), **{k: v for k, v in result.items() if k != "changed"})
@@ -252,30 +290,56 @@ def main():
             result["changed"] = True
             if not module.check_mode:
                 for path, content in changes.items():
-                    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-                    temporary = f"{path}.onprem-gpu-tmp"
-                    with open(temporary, "wb") as handle:
-                        handle.write(as_bytes(content))
-                    os.chmod(temporary, 0o644)
-                    module.atomic_move(temporary, path)
+                    write_file(module, path, content)
                 if family == "Debian":
                     rc, stdout, stderr = run(["apt-get", "-q", "update"])
                     if rc != 0:
                         module.fail_json(msg=f"apt-get update failed after writing {', '.join(sorted(changes))}", rc=rc, stdout=stdout, stderr=stderr)
     if params["hold"] or params["unhold"]:
-        argv = ["dnf", "--quiet", "versionlock", "list"] if family == "RedHat" else ["apt-mark", "showhold"]
-        rc, stdout, stderr = run(argv)
-        if rc != 0 and family == "Debian":
-            module.fail_json(msg=f"apt-mark showhold exited with code {rc}", cmd=argv, rc=rc, stdout=stdout, stderr=stderr)
-        holds = source.hold_changes(family, params["hold"], params["unhold"], source.parse_locks(stdout if rc == 0 else "", family))
-        commands, result["held"] = holds["commands"], holds["names"]
-        result["changed"] = result["changed"] or bool(commands)
-        if not module.check_mode:
-            for command in commands:
-                rc, stdout, stderr = run(command)
-                if rc != 0:
-                    module.fail_json(msg=f"{' '.join(command[:3])} exited with code {rc}", cmd=command, rc=rc, stdout=stdout, stderr=stderr)
+        hold_and_pin(module, run, family, result)
     module.exit_json(**result)
+
+
+def hold_and_pin(module, run, family, result):
+    """Hold and release packages; on APT also write the including role's version pins (or remove its file when none is left)."""
+    params = module.params
+    argv = ["dnf", "--quiet", "versionlock", "list"] if family == "RedHat" else ["apt-mark", "showhold"]
+    rc, stdout, stderr = run(argv)
+    if rc != 0 and family == "Debian":
+        module.fail_json(msg=f"apt-mark showhold exited with code {rc}", cmd=argv, rc=rc, stdout=stdout, stderr=stderr)
+    locks = source.parse_locks(stdout if rc == 0 else "", family)
+    holds = source.hold_changes(family, params["hold"], params["unhold"], locks)
+    commands, result["held"] = holds["commands"], holds["names"]
+    result["changed"] = result["changed"] or bool(commands)
+    pin_change = plan_pins(params, locks, result) if family == "Debian" else None
+    if module.check_mode:
+        return
+    for command in commands:
+        rc, stdout, stderr = run(command)
+        if rc != 0:
+            module.fail_json(msg=f"{' '.join(command[:3])} exited with code {rc}", cmd=command, rc=rc, stdout=stdout, stderr=stderr)
+    if pin_change and pin_change[1] is None:
+        os.remove(pin_change[0])
+    elif pin_change:
+        write_file(module, *pin_change)
+
+
+def plan_pins(params, locks, result):
+    """The including role's APT pins after the holds, reported in ``result`` (pins, files, diff).
+
+    Returns (path, text) when the file must change, text None to remove it; None when it stays as it is.
+    """
+    path = source.preferences_path(source.including_role(params["parent_roles"]))
+    before = read_bytes(path)
+    before = before.decode("utf-8", "replace") if before is not None else None
+    result["pins"] = source.pins_after(source.parse_pins(before), params["hold"], params["unhold"], locks)
+    after = source.pins_text(result["pins"])
+    if after == before:
+        return None
+    result["changed"] = True
+    result["files"].append(path)
+    result.setdefault("diff", []).append({"before_header": path, "after_header": path, "before": before or "", "after": after or ""})
+    return path, after
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 The inventory cases run the real site.yml against copies of the lab inventory with no lab started: they must stop
 in the pure inventory checks that run before any host is contacted. The version case runs kube_node's mirror check
-on this machine (connection: local) against a package index served from a temporary directory.
+on this machine (connection: local) against a flat APT repository (as pkgs.k8s.io is) signed with a throwaway key and
+served from a temporary directory: the check reads it with APT through a private configuration, signature checked.
 """
 import functools
 import http.server
@@ -101,30 +102,32 @@ def test_the_example_inventories_pass_the_checks(tmp_path):
         assert "failed=0" in result.stdout
 
 
-INDEX = """Package: kubeadm
-Version: 1.35.4-1.1
-Architecture: amd64
+PACKAGES = [("kubeadm", "1.35.4-1.1"), ("kubelet", "1.35.4-1.1"), ("kubectl", "1.35.4-1.1"), ("kubelet", "1.36.2-1.1")]
 
-Package: kubelet
-Version: 1.35.4-1.1
-Architecture: amd64
 
-Package: kubectl
-Version: 1.35.4-1.1
-Architecture: amd64
-
-Package: kubelet
-Version: 1.36.2-1.1
-Architecture: amd64
-"""
+def signed_flat_repository(root, gnupg_home):
+    """A flat repository (Packages, Release, InRelease at its root) signed with a new key; its armored key as Release.key."""
+    architecture = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True, check=True).stdout.strip()
+    (root / "Packages").write_text("\n".join(
+        f"Package: {name}\nVersion: {version}\nArchitecture: {architecture}\nMaintainer: test\nFilename: ./{name}_{version}_{architecture}.deb\n"
+        f"Size: 1\nSHA256: {'0' * 64}\nDescription: {name}\n" for name, version in PACKAGES))
+    environment = dict(os.environ, GNUPGHOME=str(gnupg_home))
+    gpg = ["gpg", "--batch", "--quiet", "--yes"]
+    subprocess.run(gpg + ["--passphrase", "", "--quick-gen-key", "onprem.gpu test mirror", "ed25519", "sign", "never"], env=environment, check=True)
+    release = subprocess.run(["apt-ftparchive", "release", "."], cwd=root, capture_output=True, text=True, check=True).stdout
+    (root / "Release").write_text(release)
+    subprocess.run(gpg + ["--clearsign", "--output", "InRelease", "Release"], cwd=root, env=environment, check=True)
+    subprocess.run(gpg + ["--armor", "--output", "Release.key", "--export"], cwd=root, env=environment, check=True)
+    subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=environment, check=False)
 
 
 @pytest.fixture()
 def mirror(tmp_path):
     root = tmp_path / "mirror"
     root.mkdir()
-    (root / "Packages").write_text(INDEX)
-    (root / "Release.key").write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnot a real key\n-----END PGP PUBLIC KEY BLOCK-----\n")
+    gnupg_home = tmp_path / "gnupg"
+    gnupg_home.mkdir(mode=0o700)
+    signed_flat_repository(root, gnupg_home)
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -143,8 +146,8 @@ def mirror_check(tmp_path, mirror, version):
         "tasks": [
             {"name": "Inventory", "ansible.builtin.include_role": {"name": "onprem.gpu.kube_node", "tasks_from": "preflight_inputs", "public": True}},
             {"name": "Read the packages and the mirror", "register": "facts", "check_mode": False,
-             "onprem.gpu.kube_node_facts": {"packages": "{{ kube_node_packages }}", "index_url": "{{ __kube_node_packages_index }}",
-                                            "key_url": "{{ __kube_node_repo_key_url }}"}},
+             "onprem.gpu.kube_node_facts": {"packages": "{{ kube_node_packages }}", "repository": "{{ __kube_node_repository }}",
+                                            "version": "{{ __kube_node_version }}"}},
             {"name": "Check the platform and the mirror", "ansible.builtin.assert": {
                 "that": "problems | length == 0", "fail_msg": "{{ problems | join(' ') }}", "quiet": True},
              "vars": {"problems": "{{ __kube_node_settings | onprem.gpu.kube_node_preflight_problems(inventory_hostname, facts, __kube_node_wanted) }}"}},
@@ -167,3 +170,17 @@ def test_a_version_the_mirror_lacks_is_refused(tmp_path, mirror):
 def test_a_version_the_mirror_has_passes(tmp_path, mirror):
     result = mirror_check(tmp_path, mirror, "1.35.4")
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_a_mirror_signed_with_another_key_is_refused(tmp_path, mirror):
+    """The check reads the repository as APT will install from it: a key that did not sign it is refused before any change."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (tmp_path / "other-gnupg").mkdir(mode=0o700)
+    signed_flat_repository(other, tmp_path / "other-gnupg")
+    (tmp_path / "mirror" / "Release.key").write_bytes((other / "Release.key").read_bytes())
+    result = mirror_check(tmp_path, mirror, "1.35.4")
+    assert result.returncode != 0
+    output = one_line(result.stdout)
+    assert f"node-test cannot read the Kubernetes repository {mirror} (APT cannot read {mirror} (suites /, components none):" in output
+    assert "NO_PUBKEY" in output and "check kube_node_repo_url, that the mirror is up" in output

@@ -1,6 +1,7 @@
 """A GPU server after the container_runtime role: containerd runs with systemd cgroups and the nvidia
 runtime (read back from containerd's own merged configuration), the toolkit is held at the pinned
 version, and the toolkit's refresh service owns the CDI specification, which names every GPU."""
+import hashlib
 import tomllib
 
 import pytest
@@ -9,6 +10,11 @@ import yaml
 TOOLKIT = "1.18.0"
 TOOLKIT_PACKAGES = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1"]
 CRI = "io.containerd.grpc.v1.cri"
+PINS = "/etc/apt/preferences.d/onprem-gpu-container_runtime.pref"
+# The four toolkit packages at the toolkit's version, in name order; containerd (no container_runtime_containerd_version
+# here) is neither held nor pinned.
+PINS_TEXT = "# Written by the onprem.gpu collection (package_source): the versions this role installed and holds.\n" + "\n".join(
+    f"Package: {name}\nPin: version {TOOLKIT}-*\nPin-Priority: 1001\n" for name in sorted(TOOLKIT_PACKAGES))
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +54,16 @@ def test_toolkit_is_held_at_the_pinned_version(host):
     assert dict(line.split() for line in listing.splitlines()) == {name: f"{TOOLKIT}-1" for name in TOOLKIT_PACKAGES}
     held = host.check_output("apt-mark showhold").split()
     assert set(TOOLKIT_PACKAGES) <= set(held)
+
+
+def test_toolkit_is_pinned_at_the_pinned_version(host):
+    pins = host.file(PINS)
+    assert (pins.mode, pins.user, pins.group) == (0o644, "root", "root")
+    # content_string comes through a command's output, without the file's last newline; sha256sum reads every byte.
+    assert pins.content_string.rstrip("\n") == PINS_TEXT.rstrip("\n")
+    assert host.check_output(f"sha256sum {PINS}").split()[0] == hashlib.sha256(PINS_TEXT.encode()).hexdigest()
+    # APT reads the file: the installed version has the pin's priority, over 1.17.8 that the mirror also offers.
+    assert f" *** {TOOLKIT}-1 1001\n" in host.check_output("apt-cache policy nvidia-container-toolkit")
 
 
 def test_cdi_refresh_service_owns_the_specification(host):

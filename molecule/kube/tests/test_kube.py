@@ -3,6 +3,7 @@
 w1 joined in converge; w2 joined later in a run limited to it while w1 was stopped; then w1's rack label left the
 inventory. Cluster-wide checks run on the control plane; node checks on every node.
 """
+import hashlib
 import json
 import os
 import pathlib
@@ -11,6 +12,10 @@ import pytest
 
 ADMIN = "/etc/kubernetes/admin.conf"
 VERSION = "1.35.4"
+PINS = "/etc/apt/preferences.d/onprem-gpu-kube_node.pref"
+# kube_node holds kubelet, kubeadm and kubectl at the cluster's version: one stanza each, in name order.
+PINS_TEXT = "# Written by the onprem.gpu collection (package_source): the versions this role installed and holds.\n" + "\n".join(
+    f"Package: {name}\nPin: version {VERSION}-*\nPin-Priority: 1001\n" for name in ("kubeadm", "kubectl", "kubelet"))
 
 
 @pytest.fixture()
@@ -86,6 +91,18 @@ def test_node_base(host):
     assert host.file("/proc/sys/net/ipv4/ip_forward").content_string.strip() == "1"
     assert host.check_output("systemctl is-enabled swap.target || true") == "masked"
     assert host.service("kubelet").is_enabled and host.service("kubelet").is_running
+
+
+def test_the_packages_are_pinned_at_the_clusters_version(host):
+    # Every node ran kube_node (cp1 and w1 in converge, w2 in the side effect), so every node holds and pins the three.
+    pins = host.file(PINS)
+    assert (pins.mode, pins.user, pins.group) == (0o644, "root", "root")
+    # content_string comes through a command's output, without the file's last newline; sha256sum reads every byte.
+    assert pins.content_string.rstrip("\n") == PINS_TEXT.rstrip("\n")
+    assert host.check_output(f"sha256sum {PINS}").split()[0] == hashlib.sha256(PINS_TEXT.encode()).hexdigest()
+    # APT reads the file: the installed version has the pin's priority, over the newer one the mirror offers.
+    for name in ("kubelet", "kubeadm", "kubectl"):
+        assert f" *** {VERSION}-1.1 1001\n" in host.check_output(f"apt-cache policy {name}"), name
 
 
 def test_joined_nodes_keep_no_token_on_disk(host):

@@ -1,5 +1,6 @@
 """What the nccl_tests role must leave: nccl-tests and OpenMPI installed as pinned, an SSH mesh for the
 MPI user, and mpirun on one container running the all_reduce_perf double across both."""
+import hashlib
 import re
 
 import pytest
@@ -9,6 +10,10 @@ import testinfra
 MPI_USER = "nccl-tests"
 HOME = "/var/lib/nccl-tests"
 PEERS = ("molecule-nccl-a", "molecule-nccl-b")
+PINS = "/etc/apt/preferences.d/onprem-gpu-nccl_tests.pref"
+# nccl_tests_package_version carries its Debian revision, so the pin is that exact version.
+PINS_TEXT = ("# Written by the onprem.gpu collection (package_source): the versions this role installed and holds.\n"
+             "Package: nccl-tests\nPin: version 2.19.6-1+cuda13.2\nPin-Priority: 1001\n")
 
 
 @pytest.fixture()
@@ -29,6 +34,15 @@ def test_packages_installed_from_the_mirror_and_held(node):
     for name in ("openmpi-bin", "openssh-server", "openssh-client"):
         assert node.package(name).is_installed, name
     assert node.check_output("mpirun --version").startswith("mpirun (Open MPI) 4.1")
+
+
+def test_the_package_is_pinned_at_its_version(node):
+    pins = node.file(PINS)
+    assert (pins.mode, pins.user, pins.group) == (0o644, "root", "root")
+    # content_string comes through a command's output, without the file's last newline; sha256sum reads every byte.
+    assert pins.content_string.rstrip("\n") == PINS_TEXT.rstrip("\n")
+    assert node.check_output(f"sha256sum {PINS}").split()[0] == hashlib.sha256(PINS_TEXT.encode()).hexdigest()
+    assert " *** 2.19.6-1+cuda13.2 1001\n" in node.check_output("apt-cache policy nccl-tests")
 
 
 def test_all_reduce_perf_answers(node):

@@ -16,6 +16,9 @@ def test_new_branch_is_installed_and_held_and_the_old_one_is_gone(host):
         assert name in held, name
     assert not set(RETIRED) & set(installed)
     assert not [name for name, version in installed.items() if version.startswith("570.")]
+    # The pins follow: the retired packages' stanzas left with their holds (test_nvidia_driver checks the whole file).
+    pins = host.file("/etc/apt/preferences.d/onprem-gpu-nvidia_driver.pref").content_string
+    assert "570" not in pins and all(f"Package: {name}\nPin: version {PINNED}-*\n" in pins for name in WANTED)
 
 
 def test_driver_580_answers_after_the_reboot(host):

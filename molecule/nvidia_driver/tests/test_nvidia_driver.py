@@ -1,6 +1,8 @@
 """A GPU server after the nvidia_driver role (a fresh install, or the upgrade after its reboot): the pinned driver held
 and answering, Fabric Manager where the board has NVSwitches and nowhere else, nouveau blacklisted, nothing waiting
 for a reboot."""
+import hashlib
+
 import pytest
 
 testinfra_hosts = ["driver_installed"]
@@ -10,6 +12,7 @@ DRIVER_PACKAGES = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-modp
 FABRIC_PACKAGES = ["nvidia-fabricmanager", "libnvidia-nscq"]
 OTHER_PACKAGES = ["nvidia-kernel-dkms", "nvidia-fabricmanager-570", "libnvidia-nscq-570"]
 SOURCES = "/etc/apt/sources.list.d/onprem-gpu-lab.sources"
+PINS = "/etc/apt/preferences.d/onprem-gpu-nvidia_driver.pref"
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +37,20 @@ def test_driver_packages_are_installed_and_held_at_the_pinned_version(node):
     for name in node["wanted"]:
         assert node["installed"].get(name, "").startswith(f"{PINNED}-"), (name, node["installed"].get(name))
         assert name in node["held"], name
+
+
+def test_driver_packages_are_pinned_at_the_pinned_version(host, node):
+    # One stanza per wanted package, in name order. On the upgraded A100 the 570 branch's Fabric Manager and NSCQ, removed
+    # with their holds, have left the file, and the four packages both branches share moved from 570.172.08 to 580.
+    text = "# Written by the onprem.gpu collection (package_source): the versions this role installed and holds.\n" + "\n".join(
+        f"Package: {name}\nPin: version {PINNED}-*\nPin-Priority: 1001\n" for name in sorted(node["wanted"]))
+    pins = host.file(PINS)
+    assert (pins.mode, pins.user, pins.group) == (0o644, "root", "root")
+    # content_string comes through a command's output, without the file's last newline; sha256sum reads every byte.
+    assert pins.content_string.rstrip("\n") == text.rstrip("\n")
+    assert host.check_output(f"sha256sum {PINS}").split()[0] == hashlib.sha256(text.encode()).hexdigest()
+    # APT reads the file: the installed driver has the pin's priority, the 570.172.08 the mirror also offers does not.
+    assert f" *** {PINNED}-1 1001\n" in host.check_output("apt-cache policy nvidia-driver-cuda")
 
 
 def test_holds_stop_apt_from_moving_the_driver(host):

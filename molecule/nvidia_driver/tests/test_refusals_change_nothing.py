@@ -11,4 +11,5 @@ def test_no_driver_package_or_hold(host):
     listing = host.run("dpkg-query -W -f='${Package}\\n' 'nvidia-*' 'libnvidia-*' 'linux-headers-*'").stdout.split()
     assert listing == []
     assert host.check_output("apt-mark showhold") == ""
+    assert not host.file("/etc/apt/preferences.d/onprem-gpu-nvidia_driver.pref").exists
     assert not host.file("/etc/modprobe.d/blacklist-nouveau.conf").exists

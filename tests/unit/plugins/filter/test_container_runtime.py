@@ -57,7 +57,7 @@ def test_offers_plan_containerd_2_with_configuration_version_3():
              "holds": []}
     plan = FILTERS["container_runtime_offers"](state, SETTINGS)
     assert plan == {"problems": [], "containerd": {"version": "2.1.4", "config_version": 3, "cri_cdi": True},
-                    "install": ["containerd"] + [name + "=1.18.0-*" for name in TOOLKIT], "hold": TOOLKIT}
+                    "install": ["containerd"] + [name + "=1.18.0-*" for name in TOOLKIT], "hold": [name + "=1.18.0" for name in TOOLKIT]}
 
 
 def test_preflight_and_bad_input():

@@ -90,7 +90,10 @@ def test_package_changes_pin_and_hold_per_package_manager():
     packages = runtime.parse_apt_policy(fixture("apt_cache_policy__toolkit_pinned.txt"))
     changes = runtime.package_changes(packages, ["nvidia-container-toolkit"], SETTINGS)
     assert changes["install"] == ["containerd"] + [name + "=1.18.0-*" for name in TOOLKIT]
-    assert changes["hold"] == TOOLKIT[1:]
+    # APT: every pinned package, held or not, at its version: package_source holds what is not held and moves the pins.
+    assert changes["hold"] == [name + "=1.18.0" for name in TOOLKIT]
+    pinned_containerd = runtime.package_changes(packages, TOOLKIT, dict(SETTINGS, containerd_version="1.6.20"))
+    assert pinned_containerd["hold"] == [name + "=1.18.0" for name in TOOLKIT] + ["containerd=1.6.20"]
     dnf = dict(SETTINGS, manager="dnf", containerd_package="containerd.io", containerd_version="1.7.27")
     changes = runtime.package_changes({}, runtime.parse_holds(fixture("dnf_versionlock_list.txt")), dnf)
     assert changes["install"] == ["containerd.io-1.7.27"] + [name + "-1.18.0" for name in TOOLKIT]
@@ -228,4 +231,4 @@ def test_recorded_apt_policy_of_a_lab_node():
     assert packages["containerd"]["offered"] == ["1.6.20~ds1-1+deb12u3", "1.6.20~ds1-1+deb12u2"]
     assert runtime.offer_problems(packages, SETTINGS) == []
     assert runtime.containerd_plan(packages, SETTINGS) == {"version": "1.6.20", "config_version": 2, "cri_cdi": False}
-    assert runtime.package_changes(packages, TOOLKIT, SETTINGS)["hold"] == []
+    assert runtime.package_changes(packages, TOOLKIT, SETTINGS)["hold"] == [name + "=1.18.0" for name in TOOLKIT]

@@ -12,7 +12,6 @@ from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
     mirror_problems,
     node_problems,
     node_work,
-    offered_versions,
     parse_dpkg_query,
     parse_systemctl_show,
     pause_image,
@@ -23,7 +22,7 @@ GOOD = {"version": "1.35.4", "api_endpoint": "10.89.50.201:6443", "pools": ["tra
         "taints": [{"key": "onprem.gpu/pool", "value": "training", "effect": "NoSchedule"}], "datacenter": "dc1",
         "control_plane_datacenters": ["dc1", "dc2"], "control_plane_group": "control_plane"}
 
-WANTED = {"version": "1.35.4", "packages": ["kubelet", "kubeadm", "kubectl"], "repo_url": "http://mirror/", "index_url": "http://mirror/Packages",
+WANTED = {"version": "1.35.4", "packages": ["kubelet", "kubeadm", "kubectl"], "repo_url": "http://mirror/",
           "key_url": "http://mirror/Release.key",
           "install_files": {"/etc/apt/keyrings/kubernetes.asc": "KEY\n", "/etc/apt/sources.list.d/kubernetes.sources": "Types: deb\n"},
           "configure_files": {"/etc/modules-load.d/kubernetes.conf": "# h\noverlay\nbr_netfilter\n", "/etc/sysctl.d/90-kubernetes.conf": "# h\n"},
@@ -46,7 +45,8 @@ def settled_node():
         "units": {"kubelet.service": {"UnitFileState": "enabled", "RequiresMountsFor": "/raid /var/lib/kubelet"},
                   "swap.target": {"UnitFileState": "masked", "RequiresMountsFor": ""}},
         "os_release": {"ID": "debian", "VERSION_ID": "12"},
-        "index": {"status": 200, "msg": "OK", "offered": {"kubelet": ["1.35.4-1.1"], "kubeadm": ["1.35.3-1.1", "1.35.4-1.1"], "kubectl": ["1.35.4-1.1"]}},
+        "offers": {"offered": {"kubelet": ["1.35.4-1.1"], "kubeadm": ["1.35.3-1.1", "1.35.4-1.1"], "kubectl": ["1.35.4-1.1"]}, "missing": [],
+                   "unreadable": None, "problems": []},
         "key": {"status": 200, "msg": "OK", "content": "-----BEGIN PGP PUBLIC KEY BLOCK-----\n..."},
     }
 
@@ -131,24 +131,29 @@ def test_systemctl_show_blocks():
                                           {"Id": "swap.target", "RequiresMountsFor": "", "UnitFileState": "masked"}]
 
 
-def test_offered_versions_of_an_index():
-    index = ("Package: kubeadm\nArchitecture: amd64\nVersion: 1.35.4-1.1\nFilename: a\n\n"
-             "Package: cri-tools\nVersion: 1.35.0-1.1\n\nPackage: kubeadm\nVersion: 1.35.3-1.1\n")
-    assert offered_versions(index, ["kubeadm", "kubelet"]) == {"kubeadm": ["1.35.4-1.1", "1.35.3-1.1"], "kubelet": []}
-
-
 def test_mirror_problems():
     node = settled_node()
     assert mirror_problems("gpu1", node, WANTED) == []
-    node["index"]["offered"]["kubelet"] = ["1.35.3-1.1"]
+    node["offers"]["offered"]["kubelet"] = ["1.35.3-1.1"]
+    node["offers"]["missing"] = ["kubelet=1.35.4"]
     (problem,) = mirror_problems("gpu1", node, WANTED)
     assert problem.startswith("The mirror http://mirror/ has no kubelet at Kubernetes 1.35.4 (it offers kubeadm 1.35.3-1.1, 1.35.4-1.1)")
+
+
+def test_an_unreadable_repository_is_named_with_apts_reason():
     node = settled_node()
-    node["index"] = {"status": -1, "msg": "Connection refused"}
-    node["key"] = {"status": 404, "msg": "Not Found", "content": ""}
+    node["offers"] = {"offered": {}, "missing": [], "problems": ["..."],
+                      "unreadable": "APT cannot read http://mirror/ (suites /, components none): E: The repository 'http://mirror ./ Release' is not signed."}
     assert mirror_problems("gpu1", node, WANTED) == [
-        "gpu1 cannot read the package index http://mirror/Packages (Connection refused); check kube_node_repo_url, that the mirror is up, "
-        "and the network path from this host to it.",
+        "gpu1 cannot read the Kubernetes repository http://mirror/ (APT cannot read http://mirror/ (suites /, components none): E: The repository "
+        "'http://mirror ./ Release' is not signed); check kube_node_repo_url, that the mirror is up, and the network path from this host to it."]
+
+
+def test_a_key_that_cannot_be_fetched_is_named_before_the_repository():
+    node = settled_node()
+    node["key"] = {"status": 404, "msg": "Not Found", "content": ""}
+    node["offers"] = {"offered": {}, "missing": [], "unreadable": None, "problems": ["The kubernetes repository cannot be used: ..."]}
+    assert mirror_problems("gpu1", node, WANTED) == [
         "gpu1 gets no ASCII-armored signing key from http://mirror/Release.key (HTTP 404); check kube_node_repo_key_url."]
 
 
@@ -197,3 +202,24 @@ def test_an_upgraded_package_with_an_old_kubelet_binary():
     node["kubelet_version"] = "Kubernetes v1.35.3"
     assert node_work(node, WANTED) == {"install": [], "configure": []}
     assert node_problems("gpu1", node, WANTED) == ["gpu1: not at v1.35.4: kubelet (the binary)."]
+
+
+PINS = ("# Written by the onprem.gpu collection (package_source): the versions this role installed and holds.\n"
+        "Package: kubeadm\nPin: version 1.35.4-*\nPin-Priority: 1001\n\nPackage: kubectl\nPin: version 1.35.4-*\nPin-Priority: 1001\n\n"
+        "Package: kubelet\nPin: version 1.35.4-*\nPin-Priority: 1001\n")
+PIN_FILE = {"path": "/etc/apt/preferences.d/onprem-gpu-kube_node.pref", "text": PINS}
+
+
+def test_a_node_held_but_not_pinned_is_held_again_so_that_it_is_pinned():
+    node = settled_node()
+    assert node_work(node, {**WANTED, "pin_file": PIN_FILE}) == {"install": ["hold kubelet", "hold kubeadm", "hold kubectl"], "configure": []}
+    node["files"][PIN_FILE["path"]] = PINS
+    assert node_work(node, {**WANTED, "pin_file": PIN_FILE}) == {"install": [], "configure": []}
+
+
+def test_a_package_installed_at_another_version_is_held_again():
+    """Installing another version drops APT's hold: the package is held (and pinned) again, even if it was held."""
+    node = settled_node()
+    node["files"][PIN_FILE["path"]] = PINS
+    node["packages"]["kubeadm"]["version"] = "1.35.3-1.1"
+    assert node_work(node, {**WANTED, "pin_file": PIN_FILE})["install"] == ["install kubeadm", "hold kubeadm"]

@@ -145,6 +145,8 @@ def converged(platform=DEBIAN, req=None, **changes):
     req = req or request()
     wanted = sum(driver.driver_packages(platform, req.branch, req.flavor, req.nvswitch).values(), [])
     files = {path: content for path, (content, _mode, _effect) in driver.desired_files(platform, req, KEY).items()}
+    if platform.family == "Debian":
+        files[driver.PINS_PATH] = driver.expected_pins(wanted, req.version)
     values = dict(kernel="6.1.0-lab", installed=dict({name: VERSION + "-1" for name in wanted}, **{"linux-headers-6.1.0-lab": "6.1.0-1"}),
                   holds=list(wanted), offers=[(name, VERSION + "-1") for name in wanted], files=files,
                   services={"nvidia-persistenced.service": ACTIVE, "nvidia-fabricmanager.service": ACTIVE},
@@ -180,6 +182,16 @@ def test_check_mode_cannot_preview_packages_of_a_repository_it_has_not_configure
     assert result["install"] == [] and result["hold"] == [] and result["services"] == []
     assert result["load_module"] is False and result["changes"] is True and result["verifiable"] is False
     assert "configure the driver repository, then install the packages it offers at 580.65.06" in result["actions"]
+
+
+def test_a_node_held_before_the_pins_is_held_again_to_pin_it():
+    """APT: the hold at the driver's version writes its pins (package_source); a node without them is held again."""
+    node = converged(files=dict(converged().files, **{driver.PINS_PATH: None}))
+    result = driver.plan(DEBIAN, request(), node, KEY)
+    assert result["hold"] == H100_PACKAGES and result["install"] == [] and result["remove"] == []
+    assert driver.expected_pins(["nvidia-modprobe"], "580.65.06") == (
+        "# Written by the onprem.gpu collection (package_source): the versions this role installed and holds.\n"
+        "Package: nvidia-modprobe\nPin: version 580.65.06-*\nPin-Priority: 1001\n")
 
 
 def test_a_branch_upgrade_under_a_loaded_driver_waits_for_the_reboot():

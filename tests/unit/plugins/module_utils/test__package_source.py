@@ -151,3 +151,109 @@ def test_dnf_relocks_a_package_locked_at_another_version():
     changes = source.hold_changes("RedHat", ["nvidia-driver-cuda=580.65.06", "kmod-nvidia-open-dkms=580.65.06"], [], locks)
     assert changes == {"names": ["nvidia-driver-cuda"], "commands": [
         ["dnf", "--quiet", "versionlock", "delete", "nvidia-driver-cuda"], ["dnf", "--quiet", "versionlock", "add", "nvidia-driver-cuda-580.65.06"]]}
+
+
+# ---------------------------------------------------------------- version pins (APT)
+
+KUBE_PINS = """# Written by the onprem.gpu collection (package_source): the versions this role installed and holds.
+Package: kubeadm
+Pin: version 1.35.4-*
+Pin-Priority: 1001
+
+Package: kubectl
+Pin: version 1.35.4-*
+Pin-Priority: 1001
+
+Package: kubelet
+Pin: version 1.35.4-*
+Pin-Priority: 1001
+"""
+
+
+@pytest.mark.parametrize("parents, role", [
+    (["onprem.gpu.kube_node"], "kube_node"),
+    (["kube_node", "onprem.gpu.kube_control_plane"], "kube_node"),
+    (["site_local", "onprem.gpu.nccl_tests", "onprem.gpu.nvidia_driver"], "nccl_tests"),
+    (["my.own.role"], None),
+    (None, None),
+])
+def test_the_including_role_is_the_innermost_of_the_collections_roles(parents, role):
+    assert source.including_role(parents) == role
+
+
+def test_each_role_has_its_own_preferences_file():
+    assert source.preferences_path("kube_node") == "/etc/apt/preferences.d/onprem-gpu-kube_node.pref"
+
+
+@pytest.mark.parametrize("version, pattern", [
+    ("1.35.4", "1.35.4-*"),  # an upstream version: any Debian revision of it, as version_matches means
+    ("2.19.6-1+cuda13.2", "2.19.6-1+cuda13.2"),  # a version with its revision: exactly that one
+    ("2:1.18.0", "2:1.18.0-*"),  # APT compares the epoch too
+])
+def test_pin_pattern(version, pattern):
+    assert source.pin_pattern(version) == pattern
+
+
+def test_pins_text_is_one_sorted_stanza_per_package_and_parses_back():
+    pins = {"kubelet": "1.35.4-*", "kubectl": "1.35.4-*", "kubeadm": "1.35.4-*"}
+    assert source.pins_text(pins) == KUBE_PINS
+    assert source.parse_pins(KUBE_PINS) == pins
+    assert source.pins_text({}) is None
+    assert source.parse_pins(None) == {} and source.parse_pins("") == {}
+
+
+def test_parse_pins_skips_comments_and_stanzas_that_pin_no_version():
+    text = "# a comment: with a colon\nPackage: *\nPin: release a=stable\nPin-Priority: 500\n\n \nPackage: nccl-tests\nPin: version 2.19.6-1+cuda13.2\n"
+    assert source.parse_pins(text) == {"nccl-tests": "2.19.6-1+cuda13.2"}
+
+
+def test_a_hold_at_a_version_adds_or_moves_its_pin():
+    locks = dict.fromkeys(["kubelet", "kubeadm", "kubectl"])
+    assert source.pins_after({}, ["kubelet=1.35.4", "kubeadm=1.35.4", "kubectl=1.35.4"], [], {}) == source.parse_pins(KUBE_PINS)
+    moved = source.pins_after(source.parse_pins(KUBE_PINS), ["kubelet=1.36.2", "kubeadm=1.36.2", "kubectl=1.36.2"], [], locks)
+    assert moved == {"kubeadm": "1.36.2-*", "kubectl": "1.36.2-*", "kubelet": "1.36.2-*"}
+    # A partial hold list (the packages not held yet) leaves the other pins alone.
+    assert source.pins_after({"nvidia-modprobe": "580.65.06-*"}, ["nvidia-fabricmanager=580.65.06"], [], {"nvidia-modprobe": None}) == {
+        "nvidia-modprobe": "580.65.06-*", "nvidia-fabricmanager": "580.65.06-*"}
+
+
+def test_a_hold_by_name_alone_keeps_the_pin_it_has_and_adds_none():
+    pins = source.parse_pins(KUBE_PINS)
+    assert source.pins_after(pins, ["kubelet", "kubeadm", "kubectl"], [], dict.fromkeys(pins)) == pins
+    assert source.pins_after({}, ["kubelet"], [], {}) == {}
+
+
+def test_a_released_or_removed_package_loses_its_pin_and_the_last_one_leaves_no_file():
+    pins = {"nccl-tests": "2.19.6-1+cuda13.2"}
+    assert source.pins_after(pins, [], ["nccl-tests"], {"nccl-tests": None}) == {}
+    assert source.pins_text(source.pins_after(pins, [], ["nccl-tests"], {"nccl-tests": None})) is None
+    # The 570 branch's Fabric Manager was removed (its hold went with it) before the 580 packages are held.
+    before = {"nvidia-fabricmanager-570": "570.172.08-*", "nvidia-modprobe": "570.172.08-*"}
+    after = source.pins_after(before, ["nvidia-modprobe=580.65.06", "nvidia-fabricmanager=580.65.06"], [], {"nvidia-modprobe": None})
+    assert after == {"nvidia-modprobe": "580.65.06-*", "nvidia-fabricmanager": "580.65.06-*"}
+
+
+def test_hold_problems_name_each_bad_request_in_one_sentence():
+    assert source.hold_problems(["kubelet=1.35.4", "nccl-tests=2.19.6-1+cuda13.2", "libnvidia-container1", "g++-12=12.2.0-14"],
+                                ["nvidia-kernel-dkms"]) == []
+    assert source.hold_problems(["kubelet=1.35.4 ", "kubeadm=1.35.4\nPin-Priority: -1", "Kubectl=1.35.4", "nccl_tests"], ["a b", "x"]) == [
+        "The version '1.35.4 ' of kubelet is not a Debian version (an optional epoch 'N:', then a digit, then letters, digits, '.', '+', "
+        "'~' or '-'; no spaces).",
+        "The version '1.35.4\\nPin-Priority: -1' of kubeadm is not a Debian version (an optional epoch 'N:', then a digit, then letters, "
+        "digits, '.', '+', '~' or '-'; no spaces).",
+        "The package name 'Kubectl' is not a Debian package name (two or more lower-case letters, digits, '+', '-' or '.', starting with "
+        "a letter or digit).",
+        "The package name 'nccl_tests' is not a Debian package name (two or more lower-case letters, digits, '+', '-' or '.', starting "
+        "with a letter or digit).",
+        "The package name 'a b' is not a Debian package name (two or more lower-case letters, digits, '+', '-' or '.', starting with a "
+        "letter or digit).",
+        "The package name 'x' is not a Debian package name (two or more lower-case letters, digits, '+', '-' or '.', starting with a "
+        "letter or digit).",
+    ]
+
+
+def test_hold_problems_refuse_two_versions_of_one_package_and_a_hold_that_is_also_a_release():
+    assert source.hold_problems(["kubelet=1.35.4", "kubelet=1.36.2"], ["kubelet"]) == [
+        "The package kubelet is to be held at two versions (1.35.4 and 1.36.2); hold it at one.",
+        "The package kubelet is to be both held and released; ask for one of them."]
+    assert source.hold_problems(["kubelet=1.35.4", "kubelet"], []) == []

@@ -13,6 +13,7 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.onprem.gpu.plugins.module_utils import _package_probe
 from ansible_collections.onprem.gpu.plugins.modules import container_runtime_facts
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -88,7 +89,8 @@ def test_keys_are_fetched_with_their_status(capsys):
     response = mock.Mock()
     response.read.return_value = b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n"
     answers = [(response, {"status": 200, "msg": "OK"}), (None, {"status": -1, "msg": "Request failed: <urlopen error refused>"})]
-    with mock.patch.object(container_runtime_facts, "fetch_url", side_effect=answers):
+    # The collection's one key fetch (module_utils/_package_probe) is what the module calls.
+    with mock.patch.object(_package_probe, "fetch_url", side_effect=answers):
         result, calls = run_module({"repositories": [{"name": "a", "key_url": "http://m/a.asc", "url": "http://m"},
                                                      {"name": "b", "key_url": "http://down/b.asc"}]}, {}, capsys)
     keys = result["container_runtime"]["keys"]

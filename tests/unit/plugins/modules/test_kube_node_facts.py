@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from unittest import mock
 
@@ -23,7 +22,10 @@ FILES = {
     "/proc/filesystems": "nodev\tsysfs\nnodev\toverlay\n\text4\n",
     "/etc/fstab": "UUID=1 / ext4 defaults 0 1\n",
 }
-INDEX = "Package: kubeadm\nVersion: 1.35.4-1.1\n\nPackage: kubelet\nVersion: 1.35.4-1.1\n"
+# What the collection's one offers check (module_utils/_package_probe.probe) answers for the kubernetes repository.
+PROBE_ANSWER = {"keys": [{"name": "kubernetes", "url": "http://mirror/Release.key", "status": 200, "msg": "OK",
+                          "content": b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n...", "problem": None}],
+                "unreadable": None, "offered": {"kubelet": ["1.35.4-1.1"], "kubeadm": ["1.35.4-1.1"]}, "missing": [], "problems": []}
 
 
 def run_module(args, capsys):
@@ -40,16 +42,14 @@ def run_module(args, capsys):
         }
         return answers[argv[0].rsplit("/", 1)[-1]]
 
-    def fetch_url(module, url, **kwargs):
-        calls.append(["GET", url])
-        if url.endswith("Packages"):
-            return io.BytesIO(INDEX.encode()), {"status": 200, "msg": "OK"}
-        return None, {"status": -1, "msg": "Request failed: <urlopen error [Errno 111] Connection refused>"}
+    def probe(module, family, codename, repositories, requests):
+        calls.append(["probe", family, codename, repositories, requests])
+        return {**PROBE_ANSWER, "keys": list(PROBE_ANSWER["keys"])}
 
     with patch_module_args(args), \
             mock.patch.object(AnsibleModule, "get_bin_path", side_effect=lambda name, required=False: "/usr/bin/" + name), \
             mock.patch.object(AnsibleModule, "run_command", side_effect=run_command), \
-            mock.patch.object(kube_node_facts, "fetch_url", side_effect=fetch_url), \
+            mock.patch.object(kube_node_facts, "probe", side_effect=probe), \
             mock.patch.object(kube_node_facts, "read_text", side_effect=FILES.get), \
             mock.patch.object(kube_node_facts, "read_os_release", side_effect=lambda: parse_os_release(FILES["/etc/os-release"])), \
             mock.patch.object(kube_node_facts.os, "access", return_value=True), \
@@ -63,7 +63,8 @@ def test_one_reading_of_the_node_and_the_mirror(capsys):
     result, calls = run_module({
         "packages": ["kubelet", "kubeadm"], "sysctls": ["net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables"],
         "kernel_modules": ["overlay", "br_netfilter"], "files": ["/etc/fstab", "/etc/missing"], "units": ["kubelet.service", "swap.target"],
-        "index_url": "http://mirror/dists/bookworm/main/binary-{architecture}/Packages", "key_url": "http://mirror/key.asc",
+        "repository": {"name": "kubernetes", "url": "http://mirror/", "suites": ["/"], "key_url": "http://mirror/Release.key"},
+        "version": "1.35.4",
         "_ansible_check_mode": True}, capsys)
     assert result["changed"] is False
     assert result["os_release"]["ID"] == "debian"
@@ -75,7 +76,8 @@ def test_one_reading_of_the_node_and_the_mirror(capsys):
     assert result["files"] == {"/etc/fstab": FILES["/etc/fstab"], "/etc/missing": None}
     assert result["units"]["swap.target"]["UnitFileState"] == "masked"
     assert result["units"]["kubelet.service"]["RequiresMountsFor"] == "/raid"
-    assert result["index"] == {"url": "http://mirror/dists/bookworm/main/binary-amd64/Packages", "status": 200, "msg": "OK",
-                               "offered": {"kubelet": ["1.35.4-1.1"], "kubeadm": ["1.35.4-1.1"]}}
-    assert result["key"]["status"] == -1 and "Connection refused" in result["key"]["msg"]
-    assert ["GET", "http://mirror/dists/bookworm/main/binary-amd64/Packages"] in calls
+    assert result["offers"] == {"unreadable": None, "offered": {"kubelet": ["1.35.4-1.1"], "kubeadm": ["1.35.4-1.1"]}, "missing": [], "problems": []}
+    assert result["key"] == {"status": 200, "msg": "OK", "content": "-----BEGIN PGP PUBLIC KEY BLOCK-----\n..."}
+    # The packages at the cluster's version, asked of the one repository, with the node's codename.
+    assert ["probe", "Debian", "", [{"name": "kubernetes", "url": "http://mirror/", "suites": ["/"], "components": [],
+                                     "key_url": "http://mirror/Release.key"}], ["kubelet=1.35.4", "kubeadm=1.35.4"]] in calls
