@@ -20,6 +20,14 @@ from ansible.module_utils.urls import fetch_url
 from ansible_collections.onprem.gpu.plugins.module_utils import _package_source as source
 
 C_LOCALE = {"LC_ALL": "C", "LANG": "C"}
+# A repository as the package_source role writes it: the argument spec of the modules that take one.
+REPOSITORY_OPTIONS = {
+    "name": {"type": "str", "required": True},
+    "url": {"type": "str", "required": True},
+    "suites": {"type": "list", "elements": "str", "default": []},
+    "components": {"type": "list", "elements": "str", "default": []},
+    "key_url": {"type": "str", "required": True, "no_log": False},
+}
 
 
 def fetch_key(module, repository):

@@ -178,7 +178,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
     parse_systemctl_show,
 )
 from ansible_collections.onprem.gpu.plugins.module_utils._os_release import read_os_release
-from ansible_collections.onprem.gpu.plugins.module_utils._package_probe import probe
+from ansible_collections.onprem.gpu.plugins.module_utils._package_probe import REPOSITORY_OPTIONS, probe
 
 
 def read_text(path):
@@ -206,13 +206,7 @@ def main():
             "kernel_modules": {"type": "list", "elements": "str", "default": []},
             "files": {"type": "list", "elements": "path", "default": []},
             "units": {"type": "list", "elements": "str", "default": []},
-            "repository": {"type": "dict", "options": {
-                "name": {"type": "str", "required": True},
-                "url": {"type": "str", "required": True},
-                "suites": {"type": "list", "elements": "str", "default": []},
-                "components": {"type": "list", "elements": "str", "default": []},
-                "key_url": {"type": "str", "required": True, "no_log": False},
-            }},
+            "repository": {"type": "dict", "options": REPOSITORY_OPTIONS},
             "version": {"type": "str", "default": ""},
             "kubelet": {"type": "str", "default": "kubelet"},
         },

@@ -202,7 +202,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.onprem.gpu.plugins.module_utils import _package_source as source
 from ansible_collections.onprem.gpu.plugins.module_utils._os_release import read_os_release
-from ansible_collections.onprem.gpu.plugins.module_utils._package_probe import C_LOCALE, probe
+from ansible_collections.onprem.gpu.plugins.module_utils._package_probe import C_LOCALE, REPOSITORY_OPTIONS, probe
 
 
 def family_of(release):
@@ -236,13 +236,7 @@ def write_file(module, path, content):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            repositories=dict(type="list", elements="dict", default=[], options=dict(
-                name=dict(type="str", required=True),
-                url=dict(type="str", required=True),
-                suites=dict(type="list", elements="str", default=[]),
-                components=dict(type="list", elements="str", default=[]),
-                key_url=dict(type="str", required=True, no_log=False),
-            )),
+            repositories=dict(type="list", elements="dict", default=[], options=REPOSITORY_OPTIONS),
             packages=dict(type="list", elements="str", default=[]),
             write=dict(type="bool", default=True),
             require=dict(type="bool", default=True),
