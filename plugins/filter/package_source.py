@@ -4,13 +4,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.onprem.gpu.plugins.module_utils._package_source import (
-    desired_files,
-    pin_pattern,
-    pins_text,
-    preferences_path,
-    split_request,
-)
+from ansible_collections.onprem.gpu.plugins.module_utils._package_source import desired_files, role_pins_file
 
 
 def package_source_files(repositories, keys, family="Debian", codename=""):
@@ -20,8 +14,7 @@ def package_source_files(repositories, keys, family="Debian", codename=""):
 
 def package_source_pins_file(holds, role):
     """{path, text} of the APT preferences file package_source writes for a role's holds at versions ("name=version")."""
-    pins = {name: pin_pattern(version) for name, version in map(split_request, holds) if version}
-    return {"path": preferences_path(role), "text": pins_text(pins)}
+    return role_pins_file(holds, role)
 
 
 class FilterModule:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.onprem.gpu.plugins.module_utils._os_release import is_debian_family
+
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 # kubeadm's pinned pause image per minor release (PauseVersion in kubernetes' cmd/kubeadm/app/constants/constants.go).
@@ -176,8 +178,7 @@ def mirror_problems(host: str, facts: dict, wanted: dict) -> list[str]:
 
 def platform_problems(host: str, facts: dict) -> list[str]:
     os_release = facts.get("os_release") or {}
-    family = {os_release.get("ID", "")} | set(os_release.get("ID_LIKE", "").split())
-    if "debian" in family:
+    if is_debian_family(os_release):
         return []
     name = os_release.get("PRETTY_NAME") or os_release.get("ID") or "an unknown system"
     return [f"{host} runs {name}; the kube_node role installs kubelet, kubeadm and kubectl on Debian 12 and Ubuntu 22.04/24.04 only so far "

@@ -300,7 +300,7 @@ PINS_PATH = package_source.preferences_path("nvidia_driver")
 
 def expected_pins(packages, version):
     """The APT preferences file package_source writes once ``packages`` are held at the driver's ``version``."""
-    return package_source.pins_text({name: package_source.pin_pattern(version) for name in packages})
+    return package_source.role_pins_file([f"{name}={version}" for name in packages], "nvidia_driver")["text"]
 
 
 def plan(platform, request, node, repo_key):

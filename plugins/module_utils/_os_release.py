@@ -23,6 +23,11 @@ def parse_os_release(text):
     return values
 
 
+def is_debian_family(release):
+    """Whether an os-release (parsed) is Debian or one built on it (ID_LIKE names debian: Ubuntu)."""
+    return "debian" in {release.get("ID", "")} | set(release.get("ID_LIKE", "").split())
+
+
 def read_os_release(paths=OS_RELEASE_PATHS):
     """The first os-release file of ``paths`` that exists, parsed; {} when there is none."""
     for path in paths:

@@ -364,6 +364,12 @@ def pins_after(pins, hold, unhold, locks):
     return after
 
 
+def role_pins_file(holds, role):
+    """{path, text} of the preferences file once a role holds ``holds`` ("name=version"; a name alone is not pinned)."""
+    pins = {name: pin_pattern(version) for name, version in map(split_request, holds) if version}
+    return {"path": preferences_path(role), "text": pins_text(pins)}
+
+
 def pins_text(pins):
     """The preferences file of a role's pins, one stanza per package in name order; None when there is none (no file)."""
     if not pins:

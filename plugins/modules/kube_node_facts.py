@@ -177,7 +177,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
     parse_dpkg_query,
     parse_systemctl_show,
 )
-from ansible_collections.onprem.gpu.plugins.module_utils._os_release import read_os_release
+from ansible_collections.onprem.gpu.plugins.module_utils._os_release import is_debian_family, read_os_release
 from ansible_collections.onprem.gpu.plugins.module_utils._package_probe import REPOSITORY_OPTIONS, probe
 
 
@@ -249,9 +249,8 @@ def main():
         result["units"] = {unit: {"UnitFileState": block.get("UnitFileState", ""), "RequiresMountsFor": block.get("RequiresMountsFor", "")}
                            for unit, block in zip(params["units"], blocks)}
 
-    os_family = {result["os_release"].get("ID", "")} | set(result["os_release"].get("ID_LIKE", "").split())
-    # APT is asked on Debian and Ubuntu only: elsewhere the role refuses the platform before it reads the mirror.
-    if params["repository"] and "debian" in os_family:
+    # APT is asked on Debian and Ubuntu only: elsewhere the role refuses the platform (platform_problems, the same test).
+    if params["repository"] and is_debian_family(result["os_release"]):
         requests = [f"{name}={params['version']}" if params["version"] else name for name in params["packages"]]
         answer = probe(module, "Debian", result["os_release"].get("VERSION_CODENAME", ""), [params["repository"]], requests)
         key = answer.pop("keys")[0]
