@@ -163,6 +163,19 @@ def split_request(request):
     return name, (version or None)
 
 
+def unsatisfied_requests(packages, requests):
+    """The (name, version) requests that {name: {installed, offered}} (apt-cache policy, dnf list) does not show installed
+    at their version and offered at it: what fresh package lists could change. A request without a version takes any."""
+    unsatisfied = []
+    for name, version in requests:
+        package = packages.get(name) or {}
+        installed, offered = package.get("installed"), package.get("offered") or []
+        at_version = not version or (version_matches(installed or "", version) and any(version_matches(found, version) for found in offered))
+        if not installed or not offered or not at_version:
+            unsatisfied.append((name, version))
+    return unsatisfied
+
+
 def judge_offers(offers, requests):
     """{offered: {name: [versions]}, missing: [requests not offered]} for "name" / "name=version" requests."""
     offered = {split_request(request)[0]: [] for request in requests}

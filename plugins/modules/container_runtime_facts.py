@@ -41,12 +41,23 @@ options:
     choices: [apt, dnf]
     default: apt
   packages:
-    description: Packages whose installed, candidate and offered versions to read, with the held packages of the host.
+    description:
+      - Packages whose installed, candidate and offered versions to read, with the held packages of the host.
+      - Each is a name, or C(name=version) (an upstream version such as C(1.18.0) matches C(1.18.0-1)), which only
+        O(refresh_only_when_missing) reads; the results are keyed by name.
     type: list
     elements: str
     default: []
   update_cache:
     description: Refresh the package lists (C(apt-get update), C(dnf makecache)) before reading O(packages).
+    type: bool
+    default: false
+  refresh_only_when_missing:
+    description:
+      - With O(update_cache), refresh the lists only when they do not show every package of O(packages) installed and
+        offered at its version; the lists are read first, and read again after the refresh.
+      - A node that has every package at its version then reads the offers from the lists it has, without a
+        C(apt-get update) (about 2 s of CPU on each run of a role).
     type: bool
     default: false
   containerd:
@@ -144,6 +155,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi import (
     read_driver_state,
 )
 from ansible_collections.onprem.gpu.plugins.module_utils._package_probe import fetch_key
+from ansible_collections.onprem.gpu.plugins.module_utils._package_source import split_request, unsatisfied_requests
 
 PACKAGE_COMMANDS = {
     "apt": {"update": ["apt-get", "update", "-q"], "list": ["apt-cache", "policy"], "holds": ["apt-mark", "showhold"]},
@@ -171,12 +183,20 @@ def read_keys(module):
 
 def read_packages(module):
     commands = PACKAGE_COMMANDS[module.params["package_manager"]]
-    if module.params["update_cache"]:
-        run(module, commands["update"])
-    # dnf list exits 1 when it knows none of the names.
-    stdout = run(module, commands["list"] + module.params["packages"], allowed=(0, 1))[1]
+    requests = [split_request(request) for request in module.params["packages"]]
+    names = list(dict.fromkeys(name for name, _version in requests))
     parse = parse_apt_policy if module.params["package_manager"] == "apt" else parse_dnf_list
-    return parse(stdout), parse_holds(run(module, commands["holds"])[1])
+
+    def read():
+        # dnf list exits 1 when it knows none of the names.
+        return parse(run(module, commands["list"] + names, allowed=(0, 1))[1])
+
+    update = module.params["update_cache"]
+    packages = None if update and not module.params["refresh_only_when_missing"] else read()
+    if update and (packages is None or unsatisfied_requests(packages, requests)):
+        run(module, commands["update"])
+        packages = read()
+    return packages, parse_holds(run(module, commands["holds"])[1])
 
 
 def read_containerd(module):
@@ -221,6 +241,7 @@ def main():
             package_manager=dict(type="str", choices=["apt", "dnf"], default="apt"),
             packages=dict(type="list", elements="str", default=[]),
             update_cache=dict(type="bool", default=False),
+            refresh_only_when_missing=dict(type="bool", default=False),
             containerd=dict(type="bool", default=False),
             socket=dict(type="path", default="/run/containerd/containerd.sock"),
             nvidia_smi=dict(type="str", default=""),

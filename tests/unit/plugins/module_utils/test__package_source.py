@@ -257,3 +257,21 @@ def test_hold_problems_refuse_two_versions_of_one_package_and_a_hold_that_is_als
         "The package kubelet is to be held at two versions (1.35.4 and 1.36.2); hold it at one.",
         "The package kubelet is to be both held and released; ask for one of them."]
     assert source.hold_problems(["kubelet=1.35.4", "kubelet"], []) == []
+
+
+def test_unsatisfied_requests_are_those_not_installed_and_offered_at_their_version():
+    packages = {
+        "containerd": {"installed": "1.6.20~ds1-1+b1", "candidate": "1.6.20~ds1-1+b1", "offered": ["1.6.20~ds1-1+b1"]},
+        "nvidia-container-toolkit": {"installed": "1.18.0-1", "candidate": "1.18.0-1", "offered": ["1.18.0-1", "1.17.8-1"]},
+        "kubelet": {"installed": "1.35.4-1.1", "candidate": "1.35.4-1.1", "offered": []},
+        "libnvidia-container1": {"installed": None, "candidate": "1.18.0-1", "offered": ["1.18.0-1"]},
+    }
+    requests = [("containerd", None), ("nvidia-container-toolkit", "1.18.0"), ("nvidia-container-toolkit", "1.17.8"),
+                ("nvidia-container-toolkit", "1.18"), ("kubelet", "1.35.4"), ("libnvidia-container1", "1.18.0"), ("runc", None)]
+    assert source.unsatisfied_requests(packages, requests) == [
+        ("nvidia-container-toolkit", "1.17.8"),  # installed at another version
+        ("nvidia-container-toolkit", "1.18"),    # 1.18 is not 1.18.0
+        ("kubelet", "1.35.4"),                   # installed, but the lists offer nothing (emptied lists)
+        ("libnvidia-container1", "1.18.0"),      # not installed
+        ("runc", None),                          # unknown to the lists
+    ]

@@ -80,6 +80,39 @@ def test_packages_and_containerd_are_read_raw(capsys):
     assert calls[0] == ["apt-get", "update", "-q"]
 
 
+POLICY_ANSWERS = {
+    ("apt-get", "update"): (0, "", ""),
+    ("apt-cache", "policy"): (0, text("container_runtime/apt_cache_policy__toolkit_pinned.txt"), ""),
+    ("apt-mark", "showhold"): (0, "nvidia-container-toolkit\n", ""),
+}
+
+
+def test_lists_that_show_every_package_installed_and_offered_at_its_version_are_not_refreshed(capsys):
+    args = {"packages": ["containerd", "nvidia-container-toolkit=1.18.0", "nvidia-container-toolkit-base=1.18.0"],
+            "update_cache": True, "refresh_only_when_missing": True}
+    result, calls = run_module(args, POLICY_ANSWERS, capsys)
+    assert calls == [["apt-cache", "policy", "containerd", "nvidia-container-toolkit", "nvidia-container-toolkit-base"],
+                     ["apt-mark", "showhold"]]
+    assert {"containerd", "nvidia-container-toolkit", "nvidia-container-toolkit-base"} <= set(result["container_runtime"]["packages"])
+
+
+@pytest.mark.parametrize("packages", [
+    ["containerd", "libnvidia-container-tools=1.18.0"],  # not installed
+    ["nvidia-container-toolkit=1.17.8"],                  # installed at another version
+    ["nvidia-container-toolkit=1.19.0"],                  # a version the lists do not offer yet
+    ["containerd", "nvidia-container-runtime"],           # a name the lists do not know
+], ids=["not-installed", "other-version", "not-offered", "unknown"])
+def test_lists_are_refreshed_and_read_again_when_a_package_is_not_there_at_its_version(packages, capsys):
+    result, calls = run_module({"packages": packages, "update_cache": True, "refresh_only_when_missing": True}, POLICY_ANSWERS, capsys)
+    names = [package.split("=")[0] for package in packages]
+    assert calls == [["apt-cache", "policy", *names], ["apt-get", "update", "-q"], ["apt-cache", "policy", *names], ["apt-mark", "showhold"]]
+
+
+def test_update_cache_alone_always_refreshes_first(capsys):
+    result, calls = run_module({"packages": ["containerd"], "update_cache": True}, POLICY_ANSWERS, capsys)
+    assert calls == [["apt-get", "update", "-q"], ["apt-cache", "policy", "containerd"], ["apt-mark", "showhold"]]
+
+
 def test_a_failing_package_manager_fails_with_its_output(capsys):
     result, calls = run_module({"packages": ["containerd"]}, {("apt-cache",): (100, "", "E: broken cache\n")}, capsys)
     assert result["failed"] and result["msg"] == "apt-cache policy containerd failed with exit code 100: E: broken cache"
