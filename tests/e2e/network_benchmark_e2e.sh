@@ -5,7 +5,9 @@
 #   1. the healthy lab passes, and the report, the charts and the JUnit XML are written;
 #   2. a node with a degraded rail (a 400G link trained at 100G) fails the play, which names it alone; that run
 #      installs again, and must change nothing on any GPU node;
-#   3. a node without RDMA fails it, named alone: with NCCL_NET=IB (the default) NCCL refuses to start,
+#   3. NCCL's RDMA traffic outside the fabric's lossless priority (NCCL_IB_TC=0 where dc1's PFC protects priority 3
+#      only) fails it, where the healthy run, with the class the rdma role wrote to /etc/nccl.conf, passed;
+#   4. a node without RDMA fails it, named alone: with NCCL_NET=IB (the default) NCCL refuses to start,
 #      and without it the silent fall-back to TCP sockets is caught.
 # Faults are the lab's inventory knobs (lab_fabric_*), applied to one node by re-running lab.yml on it.
 # Needs the lab image and mirror (`make mirror-up`); starts any missing lab container (not when lab_e2e.sh, which
@@ -172,6 +174,12 @@ assert_named degraded-rail dc1-gpu3
 assert_report degraded-rail FAIL
 set_fault dc1-gpu3 restored
 
+# dc1's fabric is lossless on priority 3 only (lab_fabric_lossless_priorities): the healthy run passed with the traffic
+# class the rdma role wrote to /etc/nccl.conf; a job that sends NCCL's RDMA traffic in class 0 is halved under load.
+benchmark wrong-traffic-class fail -e network_benchmark_install=false -e network_benchmark_nccl_ib_tc=0 --limit dc1-gpu1,dc1-gpu2,localhost
+assert_named wrong-traffic-class dc1-gpu1 dc1-gpu2
+grep -q 'The pair dc1-gpu1 + dc1-gpu2 failed .*: The peak busbw at 1 GiB and above is .* below the required' "$out/wrong-traffic-class.log"
+
 set_fault dc1-gpu2 no-rdma -e lab_fabric_rdma=false
 benchmark no-rdma fail -e network_benchmark_install=false
 assert_named no-rdma dc1-gpu2
@@ -181,4 +189,4 @@ assert_named no-rdma-socket-fallback dc1-gpu2
 grep -q 'NCCL fell back to TCP sockets instead of RDMA over RoCE' "$out/no-rdma-socket-fallback.log"
 set_fault dc1-gpu2 restored
 
-echo "network benchmark e2e: healthy lab passed; a degraded rail and a node without RDMA each failed the play naming that node."
+echo "network benchmark e2e: healthy lab passed; a degraded rail, NCCL traffic outside the lossless priority and a node without RDMA each failed the play naming the nodes."

@@ -228,6 +228,55 @@ def test_tokens_are_listed_and_secrets_need_an_admin(clusters):
     assert denied.returncode == 1 and 'User "system:node:dc1-gpu1" cannot list resource "secrets"' in denied.stderr
 
 
+def control_plane_join_config(node, port, token, ca_hash, certificate_key, taints=None):
+    """A JoinConfiguration for `kubeadm join` of a second control plane; taints None leaves the field out (nil)."""
+    (document,) = join_config(node, port, token, ca_hash)
+    del document["nodeRegistration"]["kubeletExtraArgs"]
+    if taints is None:
+        del document["nodeRegistration"]["taints"]
+    else:
+        document["nodeRegistration"]["taints"] = taints
+    document["controlPlane"] = {"localAPIEndpoint": {"advertiseAddress": "127.0.0.1", "bindPort": free_port()}, "certificateKey": certificate_key}
+    return [document]
+
+
+def test_a_second_control_plane_joins_with_the_shared_certificates_and_its_taint(clusters):
+    dc1 = clusters["dc1"]
+    uploaded = dc1["cp"].run("kubeadm", "init", "phase", "upload-certs", "--upload-certs", "--kubeconfig", dc1["admin"]).stdout
+    key = uploaded.strip().splitlines()[-1]
+    token = create_token(dc1)
+    # A wrong certificate key stops the join before anything is written.
+    wrong = Node(dc1["cp"].root.parent, "dc1-cp9")
+    refused = wrong.run("kubeadm", "join", "--config", wrong.config("join.yaml", control_plane_join_config(wrong, dc1["port"], token, dc1["hash"], "0" * 64)),
+                        check=False)
+    assert refused.returncode == 1
+    assert ("error execution phase control-plane-prepare/download-certs: error downloading certs: error decoding secret data with provided key: "
+            "cipher: message authentication failed") in refused.stderr
+    assert not (wrong.root / "etc/kubernetes/pki/ca.key").exists() and not (wrong.root / "etc/kubernetes/kubelet.conf").exists()
+
+    # No taints field: kubeadm gives the control plane its taint, as init does.
+    second = Node(dc1["cp"].root.parent, "dc1-cp2")
+    clusters["nodes"].append(second)
+    joined = second.run("kubeadm", "join", "--config", second.config("join.yaml", control_plane_join_config(second, dc1["port"], token, dc1["hash"], key)))
+    assert "a new control plane instance was created" in joined.stdout
+    for shared in ("ca.crt", "ca.key", "sa.key", "front-proxy-ca.key", "etcd/ca.key"):
+        assert (second.root / "etc/kubernetes/pki" / shared).read_bytes() == (dc1["cp"].root / "etc/kubernetes/pki" / shared).read_bytes()
+    assert (second.root / "etc/kubernetes/manifests/kube-apiserver.yaml").is_file() and (second.root / "etc/kubernetes/pki/apiserver.crt").is_file()
+    node = kubectl_json(dc1, "get", "node", "dc1-cp2")
+    assert node["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] == ""
+    assert node["spec"]["taints"] == [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+    # Its admin.conf reaches the cluster through the control-plane endpoint with the shared CA.
+    listed = second.run("kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes").stdout
+    assert "dc1-cp1" in listed and "dc1-cp2" in listed
+
+    # An empty list is no taint at all (kubeadm v1beta4), which is why the collection leaves the field out.
+    third = Node(dc1["cp"].root.parent, "dc1-cp3")
+    clusters["nodes"].append(third)
+    third.run("kubeadm", "join", "--config", third.config("join.yaml", control_plane_join_config(third, dc1["port"], token, dc1["hash"], key, taints=[])))
+    node = kubectl_json(dc1, "get", "node", "dc1-cp3")
+    assert node["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] == "" and not node["spec"].get("taints")
+
+
 @pytest.mark.parametrize(
     "pod_cidr, service_cidr, version, message",
     [

@@ -41,7 +41,7 @@ def test_every_molecule_scenario_has_a_budget_and_they_fit_the_stage():
     budgets = yaml.safe_load((ROOT / "tests" / "timing" / "budgets.yml").read_text(encoding="utf-8"))
     scenarios = sorted(path.parent.name for path in (ROOT / "molecule").glob("*/molecule.yml"))
     assert sorted(name.split(" ", 1)[1] for name in budgets if name.startswith("molecule ")) == scenarios
-    # make test: setup, unit tests, molecule, then sanity, lint and the unit tests that only compute beside the end-to-end stage.
+    # make test: setup, unit tests, molecule, then sanity and lint beside the end-to-end stage.
     serial = ["setup (venv, lab image)", "unit tests", "molecule"]
-    beside = max(budgets["sanity and lint"], budgets["lab end to end"], budgets["unit tests beside the end to end"])
+    beside = max(budgets["sanity and lint"], budgets["lab end to end"])
     assert sum(budgets[stage] for stage in serial) + beside <= budgets["make test"]

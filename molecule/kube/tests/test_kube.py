@@ -1,7 +1,7 @@
 """The molecule-kube cluster after converge, idempotence and the side effect, read back through its own API.
 
-w1 joined in converge; w2 joined later in a run limited to it while w1 was stopped; then w1's rack label left the
-inventory. Cluster-wide checks run on the control plane; node checks on every node.
+cp2 joined cp1's cluster as a second control plane (HA) and w1 as a worker in converge; w2 joined later in a run limited
+to it while w1 was stopped; then w1's rack label left the inventory. Cluster-wide checks run on the control plane; node checks on every node.
 """
 import hashlib
 import json
@@ -33,7 +33,7 @@ def nodes(host):
 
 def test_both_workers_registered_in_their_pools(cluster):
     found = nodes(cluster)
-    assert sorted(found) == ["molecule-kube-cp1", "molecule-kube-w1", "molecule-kube-w2"]
+    assert sorted(found) == ["molecule-kube-cp1", "molecule-kube-cp2", "molecule-kube-w1", "molecule-kube-w2"]
     w1, w2 = found["molecule-kube-w1"], found["molecule-kube-w2"]
     assert w1["metadata"]["labels"]["onprem.gpu/pool"] == "training"
     assert w1["spec"]["taints"] == [{"key": "onprem.gpu/pool", "value": "training", "effect": "NoSchedule"}]
@@ -54,10 +54,21 @@ def test_a_label_dropped_from_the_inventory_left_the_node(cluster):
     assert w1["metadata"]["labels"]["kubernetes.io/hostname"] == "molecule-kube-w1"
 
 
-def test_the_control_plane_keeps_its_role_and_taint(cluster):
-    cp = nodes(cluster)["molecule-kube-cp1"]
-    assert "node-role.kubernetes.io/control-plane" in cp["metadata"]["labels"]
-    assert {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"} in cp["spec"]["taints"]
+def test_both_control_planes_keep_their_role_and_taint(cluster):
+    found = nodes(cluster)
+    for name in ("molecule-kube-cp1", "molecule-kube-cp2"):
+        cp = found[name]
+        assert "node-role.kubernetes.io/control-plane" in cp["metadata"]["labels"]
+        # The HA join leaves kubeadm's control-plane taint alone (an empty taints list would remove it).
+        assert cp["spec"]["taints"] == [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+
+
+def test_the_second_control_plane_has_the_clusters_shared_certificates(host):
+    if host.backend.get_hostname() != "molecule-kube-cp2":
+        pytest.skip("the certificates of the control plane that joined")
+    assert host.file("/etc/kubernetes/pki/ca.key").mode == 0o600
+    assert host.file("/etc/kubernetes/manifests/kube-apiserver.yaml").exists
+    assert "molecule-kube-cp1" in host.check_output(f"kubectl --kubeconfig {ADMIN} get nodes")
 
 
 def test_one_token_per_run_that_joined_and_none_for_the_idempotence_run(cluster):
@@ -68,9 +79,10 @@ def test_one_token_per_run_that_joined_and_none_for_the_idempotence_run(cluster)
         token, position = decoder.raw_decode(listing, position + len(listing[position:]) - len(listing[position:].lstrip()))
         tokens.append(token)
     joins = [token for token in tokens if token["description"].startswith("onprem.gpu: join")]
-    # converge joined w1, the side effect w2; idempotence joined nobody, so made no token.
-    assert len(joins) == 2
-    assert len(tokens) == 3  # and the one kubeadm init always makes
+    # converge joined cp2 (the control-plane play) and w1 (the workers' play), a token each; the side effect w2;
+    # idempotence joined nobody, so made no token.
+    assert len(joins) == 3
+    assert len(tokens) == 4  # and the one kubeadm init always makes
     for token in tokens:
         assert token["ttl"] in [f"{minutes}m" for minutes in range(16)], token["ttl"]
 
@@ -94,7 +106,7 @@ def test_node_base(host):
 
 
 def test_the_packages_are_pinned_at_the_clusters_version(host):
-    # Every node ran kube_node (cp1 and w1 in converge, w2 in the side effect), so every node holds and pins the three.
+    # Every node ran kube_node (cp1, cp2 and w1 in converge, w2 in the side effect), so every node holds and pins the three.
     pins = host.file(PINS)
     assert (pins.mode, pins.user, pins.group) == (0o644, "root", "root")
     # content_string comes through a command's output, without the file's last newline; sha256sum reads every byte.

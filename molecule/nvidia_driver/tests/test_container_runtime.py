@@ -1,4 +1,4 @@
-"""A GPU server after the container_runtime role: containerd runs with systemd cgroups and the nvidia
+"""A GPU server after the nvidia_driver and container_runtime roles: containerd runs with systemd cgroups and the nvidia
 runtime (read back from containerd's own merged configuration), the toolkit is held at the pinned
 version, and the toolkit's refresh service owns the CDI specification, which names every GPU."""
 import hashlib
@@ -6,6 +6,8 @@ import tomllib
 
 import pytest
 import yaml
+
+testinfra_hosts = ["container_runtime"]
 
 TOOLKIT = "1.18.0"
 TOOLKIT_PACKAGES = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1"]
