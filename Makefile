@@ -22,7 +22,6 @@ MOLECULE_JOBS ?= 3
 MOLECULE_SLOWEST := kube nvidia_driver nvme_cache nccl_tests rdma
 # Test files run TEST_JOBS at a time (pytest-xdist), each file in one worker so its fixtures are built once.
 TEST_JOBS ?= 2
-PYTEST = $(BIN)/python -m pytest -q --dist loadfile --durations=15
 MOLECULE_TARGETS := $(addprefix molecule-,$(filter $(MOLECULE_SCENARIOS),$(MOLECULE_SLOWEST)) $(filter-out $(MOLECULE_SLOWEST),$(MOLECULE_SCENARIOS)))
 
 # Every Debian file the lab's containers download, cached on this machine by the lab mirror (lab/mirror/serve.py).
@@ -98,7 +97,7 @@ lab-down: venv
 	$(BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/lab.yml -e lab_host_state=absent
 
 units: venv k8s-clients prometheus-tools
-	@$(call timed,unit tests,$(PYTEST) -n $(TEST_JOBS) tests/unit tests/lab tests/integration)
+	@$(call timed,unit tests,$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --durations=15 tests/unit tests/lab tests/integration)
 
 sanity: venv
 	@$(call timed,ansible-test sanity,bash tests/sanity/run.sh)
