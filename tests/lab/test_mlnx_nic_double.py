@@ -9,6 +9,7 @@ namespace is needed.
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -18,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOUBLE = ROOT / "lab" / "doubles" / "mlnx_nic" / "mlnx-nic"
 FIXTURES = ROOT / "tests" / "unit" / "fixtures" / "rdma"
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
-TOOLS = ["ibv_devinfo", "show_gids", "ibdev2netdev", "mlnx_qos", "cma_roce_mode", "cma_roce_tos", "openibd"]
+TOOLS = ["ibv_devinfo", "show_gids", "ibdev2netdev", "mlnx_qos", "cma_roce_mode", "cma_roce_tos", "openibd", "rdma"]
 
 
 @pytest.fixture()
@@ -183,6 +184,39 @@ def test_openibd_loads_and_unloads_the_driver(node):
     assert node.tool("ibv_devinfo").stdout.startswith("hca_id:\tmlx5_0\n")
     assert node.tool("openibd", "stop").returncode == 0
     assert node.tool("openibd", "status").returncode == 3
+
+
+def test_rdma_link_prints_the_real_layout(node):
+    recorded = (FIXTURES / "rdma_link__new.txt").read_text().splitlines()
+    shape = re.compile(r"^link \S+/1 state (ACTIVE|DOWN) physical_state (LINK_UP|DISABLED) netdev \S+$")
+    assert all(shape.match(line.rstrip()) for line in recorded)
+    result = node.tool("rdma", "link", "show")
+    assert result.returncode == 0
+    assert [line.rstrip() for line in result.stdout.splitlines()] == [
+        "link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev ens1np0",
+        "link mlx5_1/1 state DOWN physical_state DISABLED netdev ens2np0",
+    ]
+    assert node.tool("rdma", "link").stdout == result.stdout
+    assert node.tool("rdma", "link", "show", "mlx5_1/1").stdout.startswith("link mlx5_1/1 state DOWN")
+    assert node.tool("rdma", "link", "show", "mlx5_7").returncode == 1
+    assert node.tool("rdma", "dev").returncode == 255
+
+
+def test_rdma_link_of_infiniband_ports_carries_the_subnet_and_lids(node):
+    node.hardware(link_layer="IB", rails=1)
+    node.netdev("ib0")
+    assert node.tool("rdma", "link").stdout.rstrip() == (
+        "link mlx5_0/1 subnet_prefix fe80:0000:0000:0000 lid 100 sm_lid 1 lmc 0 state ACTIVE physical_state LINK_UP netdev ib0")
+
+
+def test_the_inbox_driver_is_loaded_at_boot_without_openibd(node):
+    (node.run / "driver-loaded").unlink()
+    assert node.tool("rdma", "link").stdout == ""
+    node.hardware(kernel_driver="inbox")
+    assert node.tool("ibv_devinfo").stdout.startswith("hca_id:\tmlx5_0\n")
+    assert node.tool("rdma", "link").stdout.count("\n") == 2
+    node.hardware(kernel_driver="inbox", rdma=False)
+    assert node.tool("ibv_devinfo").stdout == "No IB devices found\n"
 
 
 def test_a_double_under_an_unknown_name_is_a_lab_error(tmp_path):
