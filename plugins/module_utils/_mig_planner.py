@@ -304,6 +304,30 @@ def report_gpus(gpus, instances, plans=(), models=None):
     return report
 
 
+def report_gpu_instances(gpus, instances):
+    """Return the ``gpu_instances`` result: each GPU in MIG mode with its GPU instances as nvidia-smi lists them.
+
+    Placements and profile IDs are what a boot-time restore needs to create the same instances again. Instance IDs are
+    left out: the driver hands out new ones when it creates the instances again, and the report stays the same.
+    """
+    report = []
+    for gpu in gpus:
+        if gpu["mig_mode_current"] != ENABLED:
+            continue
+        listed = sorted(instances.get(gpu["index"], ()), key=lambda instance: (instance.start, instance.profile_id))
+        report.append({
+            "index": gpu["index"],
+            "uuid": gpu["uuid"],
+            "gpu_instances": [{
+                "profile": instance.name,
+                "profile_id": instance.profile_id,
+                "placement": {"start": instance.start, "size": instance.size},
+                "compute_instances": [{"profile": compute.name, "profile_id": compute.profile_id} for compute in instance.compute_instances],
+            } for instance in listed],
+        })
+    return report
+
+
 def summarize(layout, plans, outcome, gpus, instances):
     """Return (failed, one-sentence message) for a run; ``outcome`` is None when nothing was carried out (check mode)."""
     changing = [plan for plan in plans if plan.changed]

@@ -201,6 +201,22 @@ actions:
   sample:
     - "GPU 0: destroy GPU instance 3 (2g.20gb at 0:2) with its compute instances"
     - "GPU 0: create GPU instances 1g.10gb at 0:1, 1g.10gb at 1:1, each with a full compute instance"
+gpu_instances:
+  description:
+    - Every GPU in MIG mode with its GPU instances as nvidia-smi lists them after the run; in check mode, as they are
+      before it (planned instances get their IDs and are listed only once created).
+    - The profile IDs and placements are what a boot-time restore needs to create the same instances again, so that the
+      instances a later change keeps are the same after a reboot. Instance IDs are left out, since the driver hands
+      out new ones when it creates the instances again.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - index: 0
+      uuid: GPU-7cd6d4d6-9fa8-13be-3c42-09a1b2280a02
+      gpu_instances:
+        - {profile: 1g.10gb, profile_id: 19, placement: {start: 0, size: 1},
+           compute_instances: [{profile: 1g.10gb, profile_id: 0}]}
 reboot_required:
   description:
     - Whether a GPU keeps a MIG mode change pending because it could not be reset; a reboot applies the mode,
@@ -223,6 +239,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import (
     plan_node,
     planned_actions,
     profiles_needed,
+    report_gpu_instances,
     report_gpus,
     summarize,
 )
@@ -323,6 +340,7 @@ def main():
         gpus=report_gpus(final_gpus, final_instances, plans if outcome is None else (), models),
         actions=outcome.actions if outcome else planned_actions(plans),
         reboot_required=bool(outcome and outcome.blocked),
+        gpu_instances=report_gpu_instances(final_gpus, final_instances),
     )
     if module._diff:
         result["diff"] = dict(

@@ -23,6 +23,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import (
     plan_restore,
     planned_actions,
     profiles_needed,
+    report_gpu_instances,
     report_gpus,
     summarize,
 )
@@ -601,3 +602,20 @@ def test_a_gpu_that_cannot_be_reset_says_so_rather_than_naming_holders():
     smi.reset = lambda indices: (False, (FIXTURES / "reset__not_supported_passthrough.txt").read_text(encoding="utf-8"))
     outcome = apply_plans(plans, smi)
     assert outcome.blocked == {0: "it cannot be reset on this host, as in a passthrough VM"}
+
+
+def test_the_gpu_instances_report_gives_placements_and_profile_ids_of_gpus_in_mig_mode():
+    gpus = [node_gpu(0), node_gpu(1, current="Disabled"), node_gpu(2, name="NVIDIA L40S", current=None)]
+    instances = {0: (gi(7, "3g.40gb", 4), gi(9, "1g.10gb", 0), gi(10, "1g.10gb", 1, compute=False))}
+    assert report_gpu_instances(gpus, instances) == [{
+        "index": 0,
+        "uuid": "GPU-0",
+        "gpu_instances": [
+            {"profile": "1g.10gb", "profile_id": 19, "placement": {"start": 0, "size": 1},
+             "compute_instances": [{"profile": "1g.10gb", "profile_id": 0}]},
+            {"profile": "1g.10gb", "profile_id": 19, "placement": {"start": 1, "size": 1}, "compute_instances": []},
+            {"profile": "3g.40gb", "profile_id": 9, "placement": {"start": 4, "size": 4},
+             "compute_instances": [{"profile": "3g.40gb", "profile_id": 0}]},
+        ],
+    }]
+    assert report_gpu_instances([node_gpu(0)], {}) == [{"index": 0, "uuid": "GPU-0", "gpu_instances": []}]
