@@ -38,7 +38,11 @@ class Node:
             for program in ("kubeadm", "kubelet", "kubectl"):
                 (bin_dir / program).symlink_to(DOUBLE)
         self.bin = bin_dir
-        (base / "version.json").write_text(json.dumps({"version": VERSION}))
+        # Written once: the running kubelets read it at every heartbeat, and a rewrite in place could be read half-written.
+        version_file = base / "version.json"
+        if not version_file.exists():
+            (base / "version.json.new").write_text(json.dumps({"version": VERSION}))
+            os.replace(base / "version.json.new", version_file)
         (self.root / "containerd.sock").touch()
         self.env = dict(os.environ, KUBE_DOUBLE_ROOT=str(self.root), KUBE_DOUBLE_VERSION=str(base / "version.json"),
                         KUBE_DOUBLE_KUBELET="spawn", KUBE_DOUBLE_CRI_SOCKET=str(self.root / "containerd.sock"),
