@@ -3,12 +3,13 @@
 cp2 joined cp1's cluster as a second control plane (HA) and w1 as a worker in converge; w2 joined later in a run limited
 to it while w1 was stopped; then w1's rack label left the inventory. Cluster-wide checks run on the control plane; node checks on every node.
 """
-import hashlib
 import json
 import os
 import pathlib
 
 import pytest
+
+from lab_files import assert_file_is_exactly
 
 ADMIN = "/etc/kubernetes/admin.conf"
 VERSION = "1.35.4"
@@ -107,11 +108,7 @@ def test_node_base(host):
 
 def test_the_packages_are_pinned_at_the_clusters_version(host):
     # Every node ran kube_node (cp1, cp2 and w1 in converge, w2 in the side effect), so every node holds and pins the three.
-    pins = host.file(PINS)
-    assert (pins.mode, pins.user, pins.group) == (0o644, "root", "root")
-    # content_string comes through a command's output, without the file's last newline; sha256sum reads every byte.
-    assert pins.content_string.rstrip("\n") == PINS_TEXT.rstrip("\n")
-    assert host.check_output(f"sha256sum {PINS}").split()[0] == hashlib.sha256(PINS_TEXT.encode()).hexdigest()
+    assert_file_is_exactly(host, PINS, PINS_TEXT)
     # APT reads the file: the installed version has the pin's priority, over the newer one the mirror offers.
     for name in ("kubelet", "kubeadm", "kubectl"):
         assert f" *** {VERSION}-1.1 1001\n" in host.check_output(f"apt-cache policy {name}"), name

@@ -1,10 +1,11 @@
 """What the nccl_tests role must leave: nccl-tests and OpenMPI installed as pinned, an SSH mesh for the
 MPI user, and mpirun on one container running the all_reduce_perf double across both."""
-import hashlib
 import re
 
 import pytest
 import testinfra
+
+from lab_files import assert_file_is_exactly
 
 
 MPI_USER = "nccl-tests"
@@ -37,11 +38,7 @@ def test_packages_installed_from_the_mirror_and_held(node):
 
 
 def test_the_package_is_pinned_at_its_version(node):
-    pins = node.file(PINS)
-    assert (pins.mode, pins.user, pins.group) == (0o644, "root", "root")
-    # content_string comes through a command's output, without the file's last newline; sha256sum reads every byte.
-    assert pins.content_string.rstrip("\n") == PINS_TEXT.rstrip("\n")
-    assert node.check_output(f"sha256sum {PINS}").split()[0] == hashlib.sha256(PINS_TEXT.encode()).hexdigest()
+    assert_file_is_exactly(node, PINS, PINS_TEXT)
     assert " *** 2.19.6-1+cuda13.2 1001\n" in node.check_output("apt-cache policy nccl-tests")
 
 

@@ -1,11 +1,12 @@
 """A GPU server after the nvidia_driver and container_runtime roles: containerd runs with systemd cgroups and the nvidia
 runtime (read back from containerd's own merged configuration), the toolkit is held at the pinned
 version, and the toolkit's refresh service owns the CDI specification, which names every GPU."""
-import hashlib
 import tomllib
 
 import pytest
 import yaml
+
+from lab_files import assert_file_is_exactly
 
 testinfra_hosts = ["container_runtime"]
 
@@ -61,11 +62,7 @@ def test_toolkit_is_held_at_the_pinned_version(host):
 
 
 def test_toolkit_is_pinned_at_the_pinned_version(host):
-    pins = host.file(PINS)
-    assert (pins.mode, pins.user, pins.group) == (0o644, "root", "root")
-    # content_string comes through a command's output, without the file's last newline; sha256sum reads every byte.
-    assert pins.content_string.rstrip("\n") == PINS_TEXT.rstrip("\n")
-    assert host.check_output(f"sha256sum {PINS}").split()[0] == hashlib.sha256(PINS_TEXT.encode()).hexdigest()
+    assert_file_is_exactly(host, PINS, PINS_TEXT)
     # APT reads the file: the installed version has the pin's priority, over 1.17.8 that the mirror also offers.
     assert f" *** {TOOLKIT}-1 1001\n" in host.check_output("apt-cache policy nvidia-container-toolkit")
 

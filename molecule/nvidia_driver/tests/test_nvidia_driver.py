@@ -1,9 +1,10 @@
 """A GPU server after the nvidia_driver role (a fresh install, or the upgrade after its reboot): the pinned driver held
 and answering, Fabric Manager where the board has NVSwitches and nowhere else, nouveau blacklisted, nothing waiting
 for a reboot."""
-import hashlib
 
 import pytest
+
+from lab_files import assert_file_is_exactly
 
 testinfra_hosts = ["driver_installed"]
 
@@ -44,11 +45,7 @@ def test_driver_packages_are_pinned_at_the_pinned_version(host, node):
     # with their holds, have left the file, and the four packages both branches share moved from 570.172.08 to 580.
     text = "# Written by the onprem.gpu collection (package_source): the versions this role installed and holds.\n" + "\n".join(
         f"Package: {name}\nPin: version {PINNED}-*\nPin-Priority: 1001\n" for name in sorted(node["wanted"]))
-    pins = host.file(PINS)
-    assert (pins.mode, pins.user, pins.group) == (0o644, "root", "root")
-    # content_string comes through a command's output, without the file's last newline; sha256sum reads every byte.
-    assert pins.content_string.rstrip("\n") == text.rstrip("\n")
-    assert host.check_output(f"sha256sum {PINS}").split()[0] == hashlib.sha256(text.encode()).hexdigest()
+    assert_file_is_exactly(host, PINS, text)
     # APT reads the file: the installed driver has the pin's priority, the 570.172.08 the mirror also offers does not.
     assert f" *** {PINNED}-1 1001\n" in host.check_output("apt-cache policy nvidia-driver-cuda")
 
