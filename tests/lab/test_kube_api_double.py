@@ -428,3 +428,24 @@ def test_an_applier_owns_what_it_applied_not_what_the_registry_defaults(cluster)
     assert again["metadata"]["labels"] == {"team": "llm", "kubernetes.io/metadata.name": "applied"}
     assert again["spec"] == {"finalizers": ["kubernetes"]} and again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     kubectl(cluster, "delete", "namespace", "applied")
+
+
+def test_kubectl_follows_the_rollout_of_a_daemon_set_the_kubelet_runs(cluster):
+    # The node's kubelet creates and starts the DaemonSet's pod (it tolerates the control-plane taint); the DaemonSet's status is
+    # computed when read, and kubectl rollout status sees it change through its watch: the pod is available only after
+    # minReadySeconds, a change no write makes.
+    daemon_set = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "node-agent", "namespace": "default"},
+                  "spec": {"selector": {"matchLabels": {"app": "node-agent"}}, "updateStrategy": {"type": "RollingUpdate"}, "minReadySeconds": 3,
+                           "template": {"metadata": {"labels": {"app": "node-agent"}}, "spec": {
+                               "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}],
+                               "containers": [{"name": "agent", "image": "registry.lab/agent:1"}]}}}}
+    kubectl_apply(cluster, daemon_set)
+    rolled = kubectl(cluster, "rollout", "status", "daemonset/node-agent", "-n", "default", "--timeout=30s")
+    assert "Waiting for daemon set \"node-agent\" rollout to finish" in rolled.stdout
+    assert 'daemon set "node-agent" successfully rolled out' in rolled.stdout
+    (pod,) = cluster["core"].list_namespaced_pod("default", label_selector="app=node-agent").items
+    assert pod.status.phase == "Running" and pod.spec.node_name == NODE and pod.metadata.owner_references[0].kind == "DaemonSet"
+    status = k8s_client.AppsV1Api(cluster["api"]).read_namespaced_daemon_set("node-agent", "default").status
+    assert (status.desired_number_scheduled, status.number_ready, status.updated_number_scheduled) == (1, 1, 1)
+    kubectl(cluster, "delete", "daemonset", "node-agent", "-n", "default")
+    assert cluster["core"].list_namespaced_pod("default", label_selector="app=node-agent").items == []
