@@ -390,6 +390,22 @@ def test_create_goes_gpu_by_gpu_and_stops_at_the_first_failure(lab):
     assert_fails(lab.run("mig", "-lgi", "-i", "2"), EXIT_NOT_FOUND, "No GPU instances found: Not Found\n")
 
 
+def test_the_fault_knob_fails_the_next_creations_on_its_gpu_then_wears_off(lab):
+    # GPU 1 is told to fail its next GPU instance creation, as a driver fault in the middle of a change would.
+    make_node(lab, H100_SXM, count=2, gpus=mig_on(1) + mig_on(1, failing_gpu_instance_creations=1))
+    result = lab.run("mig", "-cgi", "19:0,19:1", "-C")
+    assert result.returncode == EXIT_OTHER
+    assert result.stdout.splitlines()[-2:] == [
+        "Unable to create a GPU instance on GPU  1 using profile 19:0: Unknown Error",
+        "Failed to create GPU instances: Unknown Error",
+    ]
+    # GPU 0 got both of its instances first; GPU 1 none, and its next try works.
+    assert [row[1:] for row in gpu_instances(lab, "-i", "0")] == [(19, "0:1"), (19, "1:1")]
+    assert_fails(lab.run("mig", "-lgi", "-i", "1"), EXIT_NOT_FOUND, "No GPU instances found: Not Found\n")
+    lab.ok("mig", "-i", "1", "-cgi", "19:0", "-C")
+    assert [row[1:] for row in gpu_instances(lab, "-i", "1")] == [(19, "0:1")]
+
+
 def test_cci_refusals(lab):
     make_node(lab, A100_40GB, gpus=mig_on(gpu_instances=[gpu_instance(1, 9, 0)]))
     assert_fails(
