@@ -121,7 +121,7 @@ $(MOLECULE_TARGETS): molecule-%: mirror-up
 	@$(call wall_timed,molecule $*,$(BIN)/molecule test -s $* >$(BUILD)/molecule/$*.log 2>&1 \
 	    || { tail -n 150 $(BUILD)/molecule/$*.log; echo "molecule $*: FAILED (full log in .build/molecule/$*.log)" >&2; exit 1; })
 
-e2e: image mirror
+e2e: image mirror k8s-clients
 	@$(call timed,lab end to end,bash tests/e2e/lab_e2e.sh)
 
 # The table of wall times against tests/timing/budgets.yml is printed whether the stages pass or not.

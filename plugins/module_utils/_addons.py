@@ -17,9 +17,8 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
-from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import model_info
-from ansible_collections.onprem.gpu.plugins.module_utils._mig_config import MigConfigError, parse_configs, resolve_layout
-from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import is_profile_name, mig_model
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_inventory import inventory_layout
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import is_profile_name
 
 POOL_LABEL = "onprem.gpu/pool"
 TEAM_LABEL = "onprem.gpu/team"
@@ -169,28 +168,9 @@ def _node(record, settings, problems):
 
 
 def _mig_wanted(node, layouts, problems):
-    info = model_info(node.model)
-    if info is None or not info["mig_capable"]:
-        problems.append(f"Node {node.name} has MIG layout {node.mig_layout!r}, but its GPU model {node.model!r} does not support MIG.")
-        return {}
-    if node.mig_layout not in layouts:
-        problems.append(f"Node {node.name} has mig_layout {node.mig_layout!r}, which mig_layouts does not define (it defines {_names(layouts)}).")
-        return {}
-    gpus = [{"index": index, "name": node.model, "mig_capable": True, "pci_device_id": info["pci_device_id"]} for index in range(node.gpu_count)]
-    try:
-        wanted = resolve_layout(parse_configs(layouts), node.mig_layout, gpus)
-    except MigConfigError as error:
-        problems.append(f"Node {node.name}, MIG layout {node.mig_layout!r}: {error}")
-        return {}
-    model = mig_model(node.model)
-    for gpu in wanted.values():
-        unknown = sorted(profile for profile in gpu.mig_devices if model.profile(profile) is None)
-        if unknown:
-            problems.append(
-                f"MIG layout {node.mig_layout!r} of node {node.name} names profile {unknown[0]} that an {node.model} does not offer "
-                f"(it offers {', '.join(model.profile_names())})."
-            )
-            return {}
+    wanted, problem = inventory_layout(node.name, node.model, node.gpu_count, node.mig_layout, layouts)
+    if problem:
+        problems.append(problem)
     return wanted
 
 

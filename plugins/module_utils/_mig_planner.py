@@ -253,19 +253,26 @@ def planned_actions(plans):
     return actions
 
 
-def apply_plans(plans, smi, processes=()):
+def gpus_needing_reset(plans):
+    """Return the indices of the GPUs whose planned MIG mode change may wait for a GPU reset (Ampere; Hopper and later
+    apply the mode at once). The driver resets an idle GPU by itself, so the reset may turn out unneeded."""
+    return [plan.index for plan in plans if plan.mode_changes and _needs_reset(plan.gpu["name"])]
+
+
+def apply_plans(plans, smi, processes=(), reset=True):
     """Carry out the plans through ``smi`` (an ``_nvsmi_mig.NvidiaSmi``) and return an Outcome.
 
     Order: clear and switch off MIG where it goes off, request the new modes, reset the GPUs whose mode is still
-    pending, then change layouts GPU by GPU. The first failure stops the run; the GPU it hit
-    is brought back to its previous layout where possible and the GPUs after it are left untouched.
+    pending (only with ``reset``; otherwise they stay pending, for a reboot to apply), then change layouts GPU by GPU.
+    The first failure stops the run; the GPU it hit is brought back to its previous layout where possible and the
+    GPUs after it are left untouched.
     """
     outcome = Outcome()
     changing = [plan for plan in plans if plan.changed]
     for plan in changing:
         if (plan.request_mode is not None or not plan.mig_enabled) and not _switch_mode(plan, smi, outcome):
             return outcome
-    _reset_pending(changing, smi, processes, outcome)
+    _reset_pending(changing, smi, processes, outcome, reset)
     for plan in changing:
         if plan.mig_enabled and plan.index not in outcome.blocked and not _change_layout(plan, plan.layout, smi, outcome):
             return outcome
@@ -437,9 +444,9 @@ def _switch_mode(plan, smi, outcome):
     return True
 
 
-def _reset_pending(plans, smi, processes, outcome):
+def _reset_pending(plans, smi, processes, outcome, reset=True):
     """Reset the GPUs whose new mode is still pending, all in one ``nvidia-smi -r`` call as mig-parted does; record
-    those it could not free, and what holds them.
+    those it could not free, and what holds them. Without ``reset`` they are recorded as not reset, for a reboot.
 
     nvidia-smi resets all the GPUs it is given or none, so one held GPU keeps the others pending too: the message
     says which GPU was held and which merely waited with it.
@@ -450,6 +457,10 @@ def _reset_pending(plans, smi, processes, outcome):
     gpus = {gpu["index"]: gpu for gpu in smi.read_gpus()}
     pending = [index for index in wanted if (gpus[index]["mig_mode_current"] == ENABLED) != wanted[index]]
     if not pending:
+        return
+    if not reset:
+        for index in pending:
+            outcome.blocked[index] = "not reset because GPU resets were not allowed (reset=false)"
         return
     succeeded, output = smi.reset(pending)
     outcome.record(pending, reset_text(pending, succeeded))

@@ -97,6 +97,14 @@ options:
         models and sizes; a layout that matches no GPU of the node then changes nothing. All other checks stay.
     type: bool
     default: true
+  reset:
+    description:
+      - With V(true), Ampere GPUs whose MIG mode change is still pending are reset (one C(nvidia-smi -r) call for all).
+      - With V(false), no GPU is reset; a mode change the driver did not apply by itself stays pending,
+        RV(reboot_required) is V(true), and a reboot applies it. RV(reset_needed) tells beforehand, in check mode too,
+        which GPUs may need the reset.
+    type: bool
+    default: true
 notes:
   - C(nvidia-smi) runs with C(LC_ALL=C) so that its output does not depend on the locale.
   - A run that has nothing to change reads the node with at most three C(nvidia-smi) calls, whatever the number of GPUs;
@@ -224,6 +232,15 @@ reboot_required:
   returned: always
   type: bool
   sample: false
+reset_needed:
+  description:
+    - The indices of the GPUs whose planned MIG mode change may wait for a GPU reset (Ampere; Hopper and later apply
+      the mode at once), in check mode too, so that a caller can decide before any change whether a reset or a
+      reboot is allowed. The driver resets an idle GPU by itself, so the reset may turn out unneeded.
+  returned: always
+  type: list
+  elements: int
+  sample: [0, 1]
 """
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -235,6 +252,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import (
     LayoutError,
     apply_plans,
     busy_gpus,
+    gpus_needing_reset,
     busy_message,
     plan_node,
     planned_actions,
@@ -301,6 +319,7 @@ def main():
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             force=dict(type="bool", default=False),
             strict=dict(type="bool", default=True),
+            reset=dict(type="bool", default=True),
         ),
         mutually_exclusive=[("config_file", "mig_configs")],
         required_one_of=[("config_file", "mig_configs")],
@@ -322,7 +341,7 @@ def main():
             module.warn(disagreement)
         plans = plan_node(layout, gpus, instances, wanted, models)
         processes = refuse_busy_gpus(module, smi, plans)
-        outcome = None if module.check_mode else apply_plans(plans, smi, processes)
+        outcome = None if module.check_mode else apply_plans(plans, smi, processes, reset=module.params["reset"])
         final_gpus, final_instances = gpus, instances
         if outcome and outcome.actions:
             # The modes can only differ from the first read where a mode was requested or a GPU reset.
@@ -340,6 +359,7 @@ def main():
         gpus=report_gpus(final_gpus, final_instances, plans if outcome is None else (), models),
         actions=outcome.actions if outcome else planned_actions(plans),
         reboot_required=bool(outcome and outcome.blocked),
+        reset_needed=gpus_needing_reset(plans),
         gpu_instances=report_gpu_instances(final_gpus, final_instances),
     )
     if module._diff:

@@ -402,6 +402,29 @@ def test_ampere_reset_blocked_by_persistence_mode(make_node, capsys):
     assert mig_devices(result) == [(0, True, {"7g.80gb": 1}), (1, True, {"7g.80gb": 1})]
 
 
+def test_without_reset_an_ampere_mode_change_waits_for_a_reboot_and_check_mode_says_so_first(make_node, capsys):
+    node = make_node(model=A100_80GB, count=2, gpus=[{"mig_mode": OFF, "persistence_mode": "Enabled"}, {"mig_mode": OFF, "persistence_mode": "Enabled"}])
+    planned, calls = node.run(capsys, "whole", reset=False, _ansible_check_mode=True)
+    assert planned["reset_needed"] == [0, 1] and planned["changed"] is True
+    assert argvs(calls, mutating=True) == []
+    result, calls = node.run(capsys, "whole", reset=False)
+    assert result["reboot_required"] is True and result["reset_needed"] == [0, 1]
+    # The modes are requested, no GPU is reset, no instance is created.
+    assert argvs(calls, mutating=True) == [["-i", "0", "-mig", "1"], ["-i", "1", "-mig", "1"]]
+    assert "GPU 0 (not reset because GPU resets were not allowed (reset=false))" in result["msg"]
+    # After the reboot the pending modes are in effect: nothing needs a reset any more, and the instances are created.
+    node.edit_state(lambda state: state.update(boots=state["boots"] + 1))
+    result, calls = node.run(capsys, "whole", reset=False)
+    assert result["reboot_required"] is False and result["reset_needed"] == []
+    assert mig_devices(result) == [(0, True, {"7g.80gb": 1}), (1, True, {"7g.80gb": 1})]
+
+
+def test_hopper_mode_changes_need_no_reset(make_node, capsys):
+    node = make_node(count=2)
+    planned, dummy = node.run(capsys, "all-balanced", _ansible_check_mode=True)
+    assert planned["changed"] is True and planned["reset_needed"] == []
+
+
 def test_ampere_reset_blocked_on_a_live_node_names_its_gpu_clients(make_node, capsys):
     # nvidia-persistenced holds the GPUs (persistence mode on), next to the kubelet's device plugin and DCGM.
     gpus = [{"mig_mode": OFF, "persistence_mode": "Enabled"}, {"mig_mode": OFF, "persistence_mode": "Enabled"}]
