@@ -12,35 +12,15 @@
 # Needs the lab up with site.yml run (lab_e2e.sh) and the real kubectl in .build/bin (make k8s-clients).
 set -euo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo"
-export CONTAINERS_CONF="$repo/lab/podman/containers.conf" ANSIBLE_CONFIG="$repo/ansible.cfg" ANSIBLE_NOCOLOR=1
-out="$repo/.build/e2e/mig"
-timings="$repo/.build/timings.txt"
-rm -rf "$out" && mkdir -p "$out"
+e2e_name="mig e2e"
+out="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/.build/e2e/mig"
+# shellcheck source=tests/e2e/steps.sh
+source "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 playbook=("$repo/.venv/bin/ansible-playbook" -i inventories/lab)
 reconfigure=playbooks/mig_reconfigure.yml
 node=dc1-gpu2
 kubectl=("$repo/.build/bin/kubectl" --kubeconfig "$repo/inventories/lab/artifacts/dc1/admin.conf")
-
 fail() { echo "mig e2e: $*" >&2; exit 1; }
-
-# Run the playbook, keep its output, record its wall time; $1 the name, $2 the log, $3 the expected outcome.
-run_step() {
-    local name="$1" log="$out/$2.log" expect="$3"
-    shift 3
-    local start cpu rc=0
-    start=$(date +%s)
-    cpu=$(bash "$repo/tests/timing/cpu.sh")
-    "${playbook[@]}" "$@" >"$log" 2>&1 || rc=$?
-    if [[ "$expect" == pass && $rc -ne 0 ]] || [[ "$expect" == fail && $rc -eq 0 ]]; then
-        tail -n 40 "$log" >&2
-        fail "$name should $expect but exited $rc; full log in $log"
-    fi
-    echo "$name: $(( $(date +%s) - start )) s" | tee -a "$timings"
-    # shellcheck disable=SC2086 # two counters
-    bash "$repo/tests/timing/cpu.sh" "$name" $cpu >>"$timings"
-}
 
 node_json() { "${kubectl[@]}" get node "$1" -o json; }
 # One field of a Node, through a small Python expression on the object `n`.

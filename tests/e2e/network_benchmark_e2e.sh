@@ -15,33 +15,12 @@
 # extra nodes at the end (KEEP_EXTRA_NODES=1 keeps them) and leaves the rest of the lab running.
 set -euo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo"
-export CONTAINERS_CONF="$repo/lab/podman/containers.conf" ANSIBLE_CONFIG="$repo/ansible.cfg" ANSIBLE_NOCOLOR=1
-out="$repo/.build/e2e/network-benchmark"
-timings="$repo/.build/timings.txt"
-rm -rf "$out" && mkdir -p "$out"
+e2e_name="network benchmark e2e"
+out="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/.build/e2e/network-benchmark"
+# shellcheck source=tests/e2e/steps.sh
+source "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 playbook=("$repo/.venv/bin/ansible-playbook" -i inventories/lab -i tests/e2e/network_benchmark/inventory)
 extra_nodes=(dc1-gpu3 dc1-gpu4)
-
-# Run a playbook, keep its output, record its wall time; $1 is the name, $2 the log, $3 the expected outcome.
-run_step() {
-    local name="$1" log="$out/$2.log" expect="$3"
-    shift 3
-    local start cpu rc=0
-    start=$(date +%s)
-    cpu=$(bash "$repo/tests/timing/cpu.sh")
-    "${playbook[@]}" "$@" >"$log" 2>&1 || rc=$?
-    local took=$(( $(date +%s) - start ))
-    if [[ "$expect" == pass && $rc -ne 0 ]] || [[ "$expect" == fail && $rc -eq 0 ]]; then
-        tail -n 40 "$log" >&2
-        echo "network benchmark e2e: $name should $expect but exited $rc; full log in $log" >&2
-        return 1
-    fi
-    echo "$name: $took s" | tee -a "$timings"
-    # shellcheck disable=SC2086 # two counters
-    bash "$repo/tests/timing/cpu.sh" "$name" $cpu >>"$timings"
-}
 
 # The play's final message must name exactly these nodes.
 assert_named() {
