@@ -102,7 +102,7 @@ class Gpus:
         wrapper = self.directory / "bin" / "nvidia-smi"
         wrapper.write_text(f'#!/bin/sh\nexec {PYTHON} {NVIDIA_SMI} "$@"\n')
         wrapper.chmod(0o755)
-        self.write_state({"gpus": [{} for _ in range(8)]})
+        self.write_state({"gpus": [{} for dummy in range(8)]})
 
     def environment(self):
         return {"PATH": f"{self.directory / 'bin'}:{os.environ['PATH']}", "NVSMI_DOUBLE_HARDWARE": str(self.directory / "hardware.json"),
@@ -117,10 +117,12 @@ class Gpus:
 
     def all_1g_10gb(self):
         """mig-parted's all-1g.10gb on every H100: MIG on, seven 1g.10gb GPU instances (profile 19) with one compute instance each."""
-        instance = lambda gi_id, start: {"id": gi_id, "profile_id": 19, "placement": {"start": start},  # noqa: E731
-                                         "compute_instances": [{"id": 0, "profile_id": 0, "placement": {"start": 0, "size": 1}}]}
+        def instance(gi_id, start):
+            return {"id": gi_id, "profile_id": 19, "placement": {"start": start},
+                    "compute_instances": [{"id": 0, "profile_id": 0, "placement": {"start": 0, "size": 1}}]}
+
         self.write_state({"gpus": [{"mig_mode": {"current": "Enabled", "pending": "Enabled"}, "persistence_mode": "Enabled",
-                                    "gpu_instances": [instance(7 + slot, slot) for slot in range(7)]} for _ in range(8)]})
+                                    "gpu_instances": [instance(7 + slot, slot) for slot in range(7)]} for dummy in range(8)]})
 
     def calls(self):
         return [json.loads(line)["argv"] for line in self.call_log.read_text().splitlines()] if self.call_log.exists() else []
@@ -165,7 +167,11 @@ def running(pod):
 
 
 def one_running_pod(lab, app):
-    return until(lambda: (lambda pods: len(pods) == 1 and running(pods[0]))(pods_of(lab, app)), f"one running {app} pod")
+    def one_running():
+        pods = pods_of(lab, app)
+        return len(pods) == 1 and running(pods[0])
+
+    return until(one_running, f"one running {app} pod")
 
 
 def status_of(lab, name):
@@ -174,7 +180,10 @@ def status_of(lab, name):
 
 def node_resources(lab):
     status = lab["admin"]("GET", f"/api/v1/nodes/{NODE}")["status"]
-    nvidia = lambda field: {k: v for k, v in status.get(field, {}).items() if k.startswith("nvidia.com/")}  # noqa: E731
+
+    def nvidia(field):
+        return {key: value for key, value in status.get(field, {}).items() if key.startswith("nvidia.com/")}
+
     return nvidia("capacity"), nvidia("allocatable")
 
 
@@ -300,7 +309,7 @@ def test_a_pod_bound_to_the_node_starts_and_the_node_writes_only_its_own_pods(la
                                                     'set to itself')
     status, refused = kubelet.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/elsewhere/status", {"status": {"phase": "Running"}})
     assert status == 403 and "can only update pod status for pods with spec.nodeName set to itself" in refused["message"]
-    status, _ = kubelet.request("GET", "/api/v1/namespaces/kube-system/secrets")
+    status, dummy = kubelet.request("GET", "/api/v1/namespaces/kube-system/secrets")
     assert status == 403
     heartbeats(lab, 1)
     assert admin("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/elsewhere")["status"]["phase"] == "Pending"

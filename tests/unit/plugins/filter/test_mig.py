@@ -36,7 +36,8 @@ def test_a_layout_that_fits_the_inventory_has_no_problem_and_resolves_per_gpu():
 @pytest.mark.parametrize(
     "layout, model, count, strict, problem",
     [
-        ("none-such", H100, 8, True, "Node n1 has mig_layout 'none-such', which mig_layouts does not define (it defines a30-only, all-1g.10gb, all-disabled, gpu7, h200)."),
+        ("none-such", H100, 8, True,
+         "Node n1 has mig_layout 'none-such', which mig_layouts does not define (it defines a30-only, all-1g.10gb, all-disabled, gpu7, h200)."),
         ("h200", H100, 8, True, "MIG layout 'h200' of node n1 names profile 1g.18gb that an NVIDIA H100 80GB HBM3 does not offer "
          "(it offers 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb)."),
         ("gpu7", H100, 4, True, "Node n1, MIG layout 'gpu7': "),
