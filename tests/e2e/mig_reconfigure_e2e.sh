@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # playbooks/mig_reconfigure.yml on the simulated rack, after site.yml (dc1-gpu2 in layout lab-inference: GPUs 0-6
 # whole, GPU 7 in seven 1g.10gb instances), with the GPU Operator's node components as DaemonSets the lab's kubelet runs
-# (tests/e2e/mig/gpu-operator.yaml) and its device plugin advertising what the node's nvidia-smi shows:
+# (tests/e2e/mig/gpu-operator/) and its device plugin advertising what the node's nvidia-smi shows:
 #   1. --check: the plan and the pod a drain would evict; nothing changes, not even a label;
 #   2. dc1-gpu2 to all-1g.10gb with a serving pod evicted: back in service advertising 56 nvidia.com/mig-1g.10gb;
 #   3. the same again: no drain, no write; then a reboot: the same instances restored before kubelet, advertised again;
@@ -58,12 +58,12 @@ print(json.dumps({"apiVersion": "v1", "kind": "Pod",
 }
 
 # The GPU Operator's components on every GPU node, as the operator labels GPU nodes for them; a serving pod on dc1-gpu2.
-"${kubectl[@]}" apply -f tests/e2e/mig/gpu-operator.yaml >"$out/setup.log"
+"${kubectl[@]}" apply -f tests/e2e/mig/gpu-operator/ >"$out/setup.log"
 for gpu_node in dc1-gpu1 dc1-gpu2; do
     "${kubectl[@]}" label node "$gpu_node" --overwrite nvidia.com/gpu.deploy.device-plugin=true \
         nvidia.com/gpu.deploy.gpu-feature-discovery=true nvidia.com/gpu.deploy.dcgm-exporter=true nvidia.com/gpu.deploy.dcgm=true >>"$out/setup.log"
 done
-"${kubectl[@]}" apply -f tests/e2e/mig/workloads.yaml >>"$out/setup.log"
+"${kubectl[@]}" apply -f tests/e2e/mig/workloads/ >>"$out/setup.log"
 replica_pod inference inference-0
 wait_for_resources "$node" "nvidia.com/gpu=7 nvidia.com/mig-1g.10gb=7" 60
 layout_before="$(gpu_instances)"
@@ -99,7 +99,7 @@ podman exec "onprem-gpu-lab-$node" sh -c 'test "$(systemctl show -P ActiveEnterT
 wait_for_resources "$node" "nvidia.com/gpu=0 nvidia.com/mig-1g.10gb=56" 60
 
 # 4. A budget that allows no disruption stops the drain; the GPUs stay as they are.
-"${kubectl[@]}" apply -f tests/e2e/mig/blocking-budget.yaml >>"$out/setup.log"
+"${kubectl[@]}" apply -f tests/e2e/mig/blocking-budget/ >>"$out/setup.log"
 replica_pod solo solo-0
 deadline=$(( $(date +%s) + 30 ))
 until [[ "$("${kubectl[@]}" get pdb -n mig-e2e solo -o jsonpath='{.status.currentHealthy}')" == 1 ]]; do
@@ -112,7 +112,7 @@ grep -q "solo-0" "$out/budget.log" || fail "the failure does not name the pod it
 grep -q "its GPUs were not changed" "$out/budget.log" || fail "the failure does not say the GPUs are unchanged"
 [[ "$(gpu_instances)" == "$layout_before" ]] || fail "the GPUs changed although the drain failed"
 [[ "$(cordoned "$node")/$(label "$node" nvidia.com/mig.config.state)" == True/failed ]] || fail "$node should stay cordoned with state failed"
-"${kubectl[@]}" delete -f tests/e2e/mig/blocking-budget.yaml >>"$out/setup.log"
+"${kubectl[@]}" delete -f tests/e2e/mig/blocking-budget/ >>"$out/setup.log"
 "${kubectl[@]}" delete pod -n mig-e2e solo-0 --ignore-not-found >>"$out/setup.log"
 
 # 5. GPU 3's next GPU instance creation fails: the module puts GPU 3 back, the run fails, the node stays out of service.
