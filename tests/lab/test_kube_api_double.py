@@ -449,3 +449,19 @@ def test_kubectl_follows_the_rollout_of_a_daemon_set_the_kubelet_runs(cluster):
     assert (status.desired_number_scheduled, status.number_ready, status.updated_number_scheduled) == (1, 1, 1)
     kubectl(cluster, "delete", "daemonset", "node-agent", "-n", "default")
     assert cluster["core"].list_namespaced_pod("default", label_selector="app=node-agent").items == []
+
+
+def test_a_deployment_reports_a_finished_rollout_without_making_pods(cluster):
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "webhook", "namespace": "default"},
+                  "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "webhook"}},
+                           "template": {"metadata": {"labels": {"app": "webhook"}},
+                                        "spec": {"containers": [{"name": "server", "image": "registry.lab/webhook:1"}]}}}}
+    kubectl_apply(cluster, deployment)
+    rolled = kubectl(cluster, "rollout", "status", "deployment/webhook", "-n", "default", "--timeout=10s")
+    assert 'deployment "webhook" successfully rolled out' in rolled.stdout
+    status = k8s_client.AppsV1Api(cluster["api"]).read_namespaced_deployment("webhook", "default").status
+    assert (status.replicas, status.ready_replicas, status.available_replicas, status.observed_generation) == (2, 2, 2, 1)
+    assert {(condition.type, condition.status, condition.reason) for condition in status.conditions} == {
+        ("Available", "True", "MinimumReplicasAvailable"), ("Progressing", "True", "NewReplicaSetAvailable")}
+    assert cluster["core"].list_namespaced_pod("default", label_selector="app=webhook").items == []
+    kubectl(cluster, "delete", "deployment", "webhook", "-n", "default")
