@@ -7,7 +7,15 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.onprem.gpu.plugins.module_utils._addons import datacenter
-from ansible_collections.onprem.gpu.plugins.module_utils._addons_apply import RENDERED_KINDS, kind_id, plan, report
+from ansible_collections.onprem.gpu.plugins.module_utils._addons_apply import RENDERED_KINDS, kind_id, plan, rendered_objects, report
+from ansible_collections.onprem.gpu.plugins.module_utils._addons_charts import (
+    CHART_KINDS,
+    chart_applications,
+    chart_objects,
+    crd_scopes,
+    parse_documents,
+    template_run,
+)
 from ansible_collections.onprem.gpu.plugins.module_utils._addons_render import tree
 from ansible_collections.onprem.gpu.plugins.module_utils._kube import controller_kubeconfig
 from ansible_collections.onprem.gpu.plugins.module_utils._rdma_rails import nccl_traffic_class
@@ -97,6 +105,7 @@ def describe(hostvars, groups, settings):
         descriptions.append({
             "name": name,
             "kubeconfig": kubeconfig(anchor_vars, name, dc_settings.get("cluster_addons_kubeconfig")),
+            "kube_version": str(_get(anchor_vars, "kube_version", "") or ""),
             "settings": dc_settings,
             "nodes": nodes,
             "rails": [dict(rail) for rail in (_get(first, "rdma_rails", []) or [])] if workers else [],
@@ -126,9 +135,52 @@ def cluster_addons_plan(hostvars, groups, settings):
             files = {} if dc.problems else tree(dc)
         except (KeyError, TypeError, ValueError) as error:
             raise AnsibleFilterError(f"cluster_addons_plan: datacenter {description['name']}: {error}") from None
-        plans.append({"name": dc.name, "kubeconfig": description["kubeconfig"], "problems": dc.problems, "files": files,
+        plans.append({"name": dc.name, "kubeconfig": description["kubeconfig"], "kube_version": description["kube_version"],
+                      "problems": dc.problems, "files": files,
                       "kinds": [{"api_version": api_version, "kind": kind} for api_version, kind in RENDERED_KINDS]})
     return plans
+
+
+def cluster_addons_chart_runs(plans, helm="helm", archives=""):
+    """The ``helm template`` runs of every chart of every datacenter (_addons_charts.template_run), each with its datacenter's name."""
+    runs = []
+    for dc in plans:
+        for application in chart_applications(rendered_objects(_plain(dc["files"]))):
+            runs.append(dict(template_run(application, str(helm), str(archives or ""), dc.get("kube_version")), datacenter=dc["name"]))
+    return runs
+
+
+def cluster_addons_with_charts(plans, results):
+    """The plans with ``chart_runs`` ({release, namespace, objects} per chart, from the command results of the runs),
+    ``chart_problems`` (one sentence per chart that could not be rendered) and ``kinds`` widened to the charts' kinds."""
+    widened = []
+    for dc in plans:
+        runs, problems = [], []
+        mine = [result for result in results if result["__cluster_addons_chart"]["datacenter"] == dc["name"]]
+        parsed = [parse_documents(str(result["stdout"])) if result.get("rc") == 0 and not result["__cluster_addons_chart"]["problem"] else []
+                  for result in mine]
+        # The scope of every chart's CRDs: a chart may hold objects of a kind another chart defines (NFD's NodeFeatureRule).
+        scopes = crd_scopes([document for documents in parsed for document in documents])
+        for result, documents in zip(mine, parsed):
+            run = result["__cluster_addons_chart"]
+            what = f"{dc['name']}: the {run['chart']} chart {run['version']}"
+            if run["problem"]:
+                problems.append(f"{dc['name']}: {run['problem']}")
+            elif result.get("rc") is None or "No such file" in str(result.get("msg", "")):
+                problems.append(f"{what} was not rendered: {run['argv'][0]} is not on the controller (cluster_addons_helm): install Helm 3.8 "
+                                f"or later, or set cluster_addons_chart_installer=argocd.")
+            elif result["rc"] != 0:
+                reason = (str(result.get("stderr") or "").strip().splitlines() or [f"exit {result['rc']}"])[-1]
+                problems.append(f"{what} was not rendered by helm template ({reason}): check its repository, version and values.")
+            else:
+                runs.append({"release": run["release"], "namespace": run["namespace"],
+                             "objects": chart_objects(run, documents, dc["name"], scopes)})
+        kinds = {(kind["api_version"], kind["kind"]): None for kind in dc["kinds"]}
+        kinds.update(dict.fromkeys(CHART_KINDS))
+        kinds.update(dict.fromkeys((document["apiVersion"], document["kind"]) for run in runs for document in run["objects"]))
+        widened.append(dict(dc, chart_runs=runs, chart_problems=problems,
+                            kinds=[{"api_version": api_version, "kind": kind} for api_version, kind in kinds]))
+    return widened
 
 
 def cluster_addons_apply_plan(plans, reads, charts=True, check_mode=False):
@@ -141,7 +193,8 @@ def cluster_addons_apply_plan(plans, reads, charts=True, check_mode=False):
                 [_plain(document) for document in kind.get("resources") or []] if kind.get("api_found", True) else None
     apply_plans = []
     for dc in plans:
-        apply_plan = plan(dc["name"], _plain(dc["files"]), live.get(dc["name"], {}), bool(charts), bool(check_mode))
+        apply_plan = plan(dc["name"], _plain(dc["files"]), live.get(dc["name"], {}), bool(charts), bool(check_mode),
+                          _plain(dc["chart_runs"]) if "chart_runs" in dc else None)
         apply_plan["kubeconfig"] = str(dc["kubeconfig"])
         for batch in apply_plan["batches"]:
             batch.update(name=dc["name"], kubeconfig=apply_plan["kubeconfig"])
@@ -162,5 +215,6 @@ class FilterModule:
     """The per-datacenter GPU platform rendered from the inventory (role cluster_addons)."""
 
     def filters(self):
-        return {"cluster_addons_plan": cluster_addons_plan, "cluster_addons_apply_plan": cluster_addons_apply_plan,
+        return {"cluster_addons_plan": cluster_addons_plan, "cluster_addons_chart_runs": cluster_addons_chart_runs,
+                "cluster_addons_with_charts": cluster_addons_with_charts, "cluster_addons_apply_plan": cluster_addons_apply_plan,
                 "cluster_addons_apply_report": cluster_addons_apply_report}

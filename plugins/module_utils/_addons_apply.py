@@ -19,11 +19,14 @@ try:
 except ImportError:  # the plan runs on the controller (filter cluster_addons_apply_plan), where Ansible brings PyYAML
     yaml = None
 
+from ansible_collections.onprem.gpu.plugins.module_utils._addons_charts import CHART_LABEL, release_namespaces
 from ansible_collections.onprem.gpu.plugins.module_utils._addons_render import KUEUE_API, MANAGED_BY, ROOT_APPLICATION_FILE
 
 DATACENTER_LABEL = "onprem.gpu/datacenter"
 CRD_KIND = "CustomResourceDefinition"
 APPLICATION_API = "argoproj.io/v1alpha1"
+ESTABLISHED = {"type": "Established", "status": "True"}
+AVAILABLE = {"type": "Available", "status": "True"}
 # Every kind the render can hold: direct apply reads these to find what exists and what to prune, and prunes nothing else.
 RENDERED_KINDS = (
     ("v1", "Namespace"),
@@ -44,7 +47,7 @@ RENDERED_KINDS = (
 )
 # What installs the CRDs of each API group the render uses.
 _PROVIDERS = {
-    "argoproj.io": "Argo CD (or set cluster_addons_apply_charts=false and install the charts with helm)",
+    "argoproj.io": "Argo CD (or set cluster_addons_chart_installer=helm to install the charts from the controller)",
     "kueue.x-k8s.io": "the Kueue chart",
     "k8s.cni.cncf.io": "the NVIDIA Network Operator chart",
     "mellanox.com": "the NVIDIA Network Operator chart",
@@ -107,25 +110,39 @@ def apply_order(documents):
     return sorted(documents, key=lambda document: rank.get(document["kind"], 2))
 
 
-def plan(name, files, live, charts=True, check_mode=False):
+def plan(name, files, live, charts=True, check_mode=False, chart_runs=None):
     """What direct apply does to datacenter ``name``'s cluster.
 
-    ``live`` maps ``kind_id`` of each of ``RENDERED_KINDS`` to the list of that kind's objects in the cluster, or to
-    None when the cluster does not serve the kind. Returns ``{name, problems, batches, prune, create, existing}``:
-    batches are ``{definitions, wait}`` (CRDs, waited for until Established, then everything else), prune the objects
-    to delete (namespaced ones before Namespaces), create and existing the descriptions of what is new or already there.
-    In check mode the batches hold only the objects that exist: the API cannot dry-run an object in a namespace that
-    the same run would create, and what is new is known already.
+    ``live`` maps ``kind_id`` of each kind read (``RENDERED_KINDS``, and with charts those of ``_addons_charts``) to the
+    list of that kind's objects in the cluster, or to None when the cluster does not serve the kind. ``charts``: apply
+    the charts' Argo CD Applications; ``chart_runs`` (cluster_addons_chart_installer: helm): instead of the Applications,
+    the objects of each chart's ``helm template`` (``{release, namespace, objects}`` per chart), and a Namespace per
+    release namespace the cluster does not have. Returns ``{name, problems, batches, prune, create, existing}``:
+    batches are ``{definitions, wait_condition}`` (CRDs, waited for until Established; Namespaces and the charts'
+    objects but their Deployments; the charts' Deployments, waited for until Available, since their webhooks must answer
+    before objects of their kinds are written; everything else), prune the objects to delete (namespaced ones before
+    Namespaces; never a CRD), create and existing the descriptions of what is new or already there. In check mode the
+    batches hold only the objects that exist, and nothing is waited for: the API cannot dry-run an object in a
+    namespace that the same run would create, and what is new is known already.
     """
     rendered = rendered_objects(files)
     wanted = {object_key(document) for _path, document in rendered}
+    helm = chart_runs is not None
     applied = [document for path, document in rendered
-               if path != ROOT_APPLICATION_FILE and (charts or document["apiVersion"] != APPLICATION_API)]
+               if path != ROOT_APPLICATION_FILE and ((charts and not helm) or document["apiVersion"] != APPLICATION_API)]
     live_objects = {}
     for objects in live.values():
         for document in objects or []:
             live_objects[object_key(document)] = document
     problems = []
+    if helm:
+        chart_objects, duplicates = _chart_objects(name, chart_runs, live_objects, {object_key(document) for document in applied})
+        applied += chart_objects
+        wanted.update(object_key(document) for document in chart_objects)
+        if duplicates:
+            problems.append(f"{name}: {', '.join(duplicates)} {'is' if len(duplicates) == 1 else 'are'} rendered twice with different "
+                            f"contents (by two charts, or by a chart and the render): leave it to one of them (for example "
+                            f"nfd.enabled: false in all but one chart's values), then apply again.")
     missing = sorted({kind_id(document["apiVersion"], document["kind"]) for document in applied
                       if document["kind"] != CRD_KIND and live.get(kind_id(document["apiVersion"], document["kind"]), []) is None
                       and not _defined_by(document, applied)})
@@ -149,11 +166,22 @@ def plan(name, files, live, charts=True, check_mode=False):
     ordered = apply_order(applied)
     if check_mode:
         ordered = [document for document in ordered if object_key(document) in live_objects]
-    crds = [document for document in ordered if document["kind"] == CRD_KIND]
-    rest = [document for document in ordered if document["kind"] != CRD_KIND]
-    batches = [batch for batch in ({"definitions": crds, "wait": True}, {"definitions": rest, "wait": False}) if batch["definitions"]]
+    stages = {CRD_KIND: [], "charts": [], "workloads": [], "rest": []}
+    for document in ordered:
+        from_chart = CHART_LABEL in document["metadata"].get("labels", {})
+        stage = CRD_KIND if document["kind"] == CRD_KIND else "workloads" if from_chart and document["kind"] == "Deployment" \
+            else "charts" if from_chart or document["kind"] == "Namespace" else "rest"
+        stages[stage].append(document)
+    waits = {CRD_KIND: ESTABLISHED, "workloads": AVAILABLE}
+    batches = []
+    for stage, definitions in stages.items():
+        wait_condition = None if check_mode else waits.get(stage)
+        if batches and wait_condition is None and batches[-1]["wait_condition"] is None:
+            batches[-1]["definitions"] += definitions  # nothing to wait for in between: one call
+        elif definitions:
+            batches.append({"definitions": definitions, "wait_condition": wait_condition})
     prune = [_reference(document) for key, document in sorted(live_objects.items(), key=lambda item: (item[0][1] == "Namespace", item[0]))
-             if key not in wanted and is_ours(document, name) and not document["metadata"].get("deletionTimestamp")]
+             if key not in wanted and key[1] != CRD_KIND and is_ours(document, name) and not document["metadata"].get("deletionTimestamp")]
     return {
         "name": name,
         "problems": problems,
@@ -162,6 +190,28 @@ def plan(name, files, live, charts=True, check_mode=False):
         "create": [describe(document) for document in apply_order(applied) if object_key(document) not in live_objects],
         "existing": [describe(document) for document in apply_order(applied) if object_key(document) in live_objects],
     }
+
+
+def _chart_objects(name, chart_runs, live_objects, rendered_keys):
+    """The charts' objects to apply, each once, and the descriptions of those two charts (or a chart and the render) hold with
+    different contents. A release namespace is made (and later pruned) only when the cluster lacks it or it is the collection's."""
+    objects, seen, duplicates = [], {}, []
+    for document in release_namespaces(chart_runs, name):
+        key = object_key(document)
+        if key not in rendered_keys and (key not in live_objects or is_ours(live_objects[key], name)):
+            seen[key] = document
+            objects.append(document)
+    for run in chart_runs:
+        for document in run["objects"]:
+            key = object_key(document)
+            if key in rendered_keys:
+                duplicates.append(describe(document))
+            elif key not in seen:
+                seen[key] = document
+                objects.append(document)
+            elif seen[key] != document and describe(document) not in duplicates:
+                duplicates.append(describe(document))
+    return objects, duplicates
 
 
 def _defined_by(document, applied):

@@ -47,6 +47,13 @@ options:
         description: The kind, for example V(Namespace).
         type: str
         required: true
+  metadata_only:
+    description:
+      - Return each object's C(apiVersion), C(kind) and only the C(metadata) fields C(name), C(namespace), C(labels),
+        C(uid) and C(deletionTimestamp), never its C(spec), C(data) or C(status).
+      - Set it when listing kinds such as Secrets, whose contents must not reach the play's results or logs.
+    type: bool
+    default: false
 notes:
   - When the API does not answer the module fails with RV(api_unreachable=true), so a caller can say so in its own words.
 seealso:
@@ -80,7 +87,8 @@ kinds:
       description: Whether the cluster serves the kind.
       type: bool
     resources:
-      description: Its objects, each with C(apiVersion) and C(kind) set; empty when the kind is not served.
+      description: Its objects, each with C(apiVersion) and C(kind) set (only their identity and labels with O(metadata_only));
+        empty when the kind is not served.
       type: list
       elements: dict
 api_unreachable:
@@ -103,7 +111,17 @@ else:
     KUBERNETES_IMPORT_ERROR = None
 
 
-def read_kinds(client, kinds):
+METADATA_FIELDS = ("name", "namespace", "labels", "uid", "deletionTimestamp")
+
+
+def metadata_of(document):
+    """An object's apiVersion, kind and the identifying part of its metadata."""
+    metadata = document.get("metadata") or {}
+    return {"apiVersion": document.get("apiVersion"), "kind": document.get("kind"),
+            "metadata": {field: metadata[field] for field in METADATA_FIELDS if metadata.get(field) is not None}}
+
+
+def read_kinds(client, kinds, metadata_only=False):
     """The objects of each kind, listed across namespaces; api_found=False for a kind the cluster does not serve."""
     read = []
     for wanted in kinds:
@@ -114,7 +132,8 @@ def read_kinds(client, kinds):
             entry["api_found"] = False
         else:
             # The dynamic client sets apiVersion and kind on each item of a list.
-            entry["resources"] = resource.get().to_dict().get("items") or []
+            items = resource.get().to_dict().get("items") or []
+            entry["resources"] = [metadata_of(item) for item in items] if metadata_only else items
         read.append(entry)
     return read
 
@@ -126,6 +145,7 @@ def main():
             "context": {"type": "str"},
             "kinds": {"type": "list", "elements": "dict", "required": True,
                       "options": {"api_version": {"type": "str", "required": True}, "kind": {"type": "str", "required": True}}},
+            "metadata_only": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -138,7 +158,7 @@ def main():
     except Exception as error:  # pylint: disable=broad-exception-caught
         module.fail_json(msg=f"The Kubernetes API of {kubeconfig} does not answer: {error}", api_unreachable=True)
     try:
-        kinds = read_kinds(client, module.params["kinds"])
+        kinds = read_kinds(client, module.params["kinds"], module.params["metadata_only"])
     except Exception as error:  # pylint: disable=broad-exception-caught
         module.fail_json(msg=f"Listing the objects of {kubeconfig}'s cluster failed: {error}", api_unreachable=False)
     module.exit_json(changed=False, kinds=kinds)

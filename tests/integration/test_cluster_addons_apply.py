@@ -112,10 +112,11 @@ def exists(cluster, *arguments):
 
 
 def play(cluster, *extra, check=False, render_dir=None):
-    """ansible-playbook onprem.gpu.cluster_addons -e cluster_addons_apply=true on the copied inventory."""
+    """ansible-playbook onprem.gpu.cluster_addons -e cluster_addons_apply=true on the copied inventory, the charts as Argo CD
+    Applications (the stand-in CRDs above; the e2e installs them with helm on the lab's clusters)."""
     environment = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     argv = [str(ANSIBLE_PLAYBOOK), "-i", str(cluster["inventory"]), str(REPO / "playbooks" / "cluster_addons.yml"),
-            "-e", "cluster_addons_apply=true", *extra]
+            "-e", "cluster_addons_apply=true", "-e", "cluster_addons_chart_installer=argocd", *extra]
     if render_dir:
         argv += ["-e", f"cluster_addons_render_dir={render_dir}"]
     if check:
@@ -171,7 +172,7 @@ def test_kinds_the_cluster_does_not_serve_are_refused_before_any_change(cluster,
     assert ("dc1: the cluster does not serve argoproj.io/v1alpha1 Application, k8s.cni.cncf.io/v1 NetworkAttachmentDefinition, "
             "kueue.x-k8s.io/v1beta2 ClusterQueue, kueue.x-k8s.io/v1beta2 LocalQueue, kueue.x-k8s.io/v1beta2 ResourceFlavor, "
             "kueue.x-k8s.io/v1beta2 WorkloadPriorityClass, mellanox.com/v1alpha1 NicClusterPolicy, monitoring.coreos.com/v1 PrometheusRule, "
-            "which the render holds: install Argo CD (or set cluster_addons_apply_charts=false and install the charts with helm), "
+            "which the render holds: install Argo CD (or set cluster_addons_chart_installer=helm to install the charts from the controller), "
             "the Kueue chart, the NVIDIA Network Operator chart and the Prometheus Operator (kube-prometheus-stack) first, "
             "then apply again.") in one_line(result.stdout), result.stdout[-3000:]
     assert not exists(cluster, "namespace", "llm")

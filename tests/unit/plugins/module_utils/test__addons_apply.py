@@ -71,7 +71,7 @@ def test_a_fresh_cluster_gets_everything_but_the_app_of_apps():
     assert result["problems"] == [] and result["prune"] == []
     (batch,) = result["batches"]
     applied = batch["definitions"]
-    assert batch["wait"] is False
+    assert batch["wait_condition"] is None
     assert len(applied) == len(rendered_objects(rendered)) - 1
     assert "Application argocd/dc1-cluster-addons" not in [describe(document) for document in applied]
     assert applied[0]["kind"] == "Namespace" and {document["kind"] for document in applied[:3]} == {"Namespace"}
@@ -97,7 +97,7 @@ def test_a_crd_in_the_render_goes_first_is_waited_for_and_serves_its_kind():
     result = plan("dc1", rendered, live)
     assert result["problems"] == []
     crds, rest = result["batches"]
-    assert crds["wait"] is True and [document["kind"] for document in crds["definitions"]] == ["CustomResourceDefinition"]
+    assert crds["wait_condition"] == {"type": "Established", "status": "True"} and [document["kind"] for document in crds["definitions"]] == ["CustomResourceDefinition"]
     assert "CustomResourceDefinition" not in {document["kind"] for document in rest["definitions"]}
 
 
@@ -156,7 +156,7 @@ REFUSALS = [
         {kind_id("argoproj.io/v1alpha1", "Application"): None},
         [],
         "dc1: the cluster does not serve argoproj.io/v1alpha1 Application, which the render holds: install Argo CD (or set "
-        "cluster_addons_apply_charts=false and install the charts with helm) first, then apply again.",
+        "cluster_addons_chart_installer=helm to install the charts from the controller) first, then apply again.",
         id="no-argo-cd",
     ),
     pytest.param(
