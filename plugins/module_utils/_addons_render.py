@@ -27,6 +27,8 @@ CR_ANNOTATIONS = {"argocd.argoproj.io/sync-wave": "1", "argocd.argoproj.io/sync-
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # The app-of-apps Application: it makes Argo CD follow the tree in Git, so direct apply leaves it out.
 ROOT_APPLICATION_FILE = "argocd/root.yaml"
+# mig_owner gpu_operator: the ConfigMap of the site's MIG layouts that the operator's mig-manager reads.
+MIG_LAYOUTS_CONFIGMAP = "onprem-gpu-mig-layouts"
 
 
 def _dumper():
@@ -185,7 +187,15 @@ def gpu_operator_values(dc):
         "nodeStatusExporter": {"enabled": True},
     }
     if not collection_owns_mig:
+        # No default layout (the operator's all-disabled would wipe every MIG-capable node); the site's named layouts, the
+        # same mig-parted v1 file the collection's mig role reads, in a ConfigMap the mig-manager reads (without one it
+        # generates layouts from the hardware, and a site's own names such as a mixed inference layout do not exist).
         values["migManager"]["config"] = {"default": ""}
+        layouts = dc.settings.get("mig_layouts") or {}
+        if layouts:
+            document = {"version": "v1", "mig-configs": layouts.get("mig-configs", layouts)}
+            values["migManager"]["config"].update(create=True, name=MIG_LAYOUTS_CONFIGMAP,
+                                                  data={"config.yaml": yaml.safe_dump(document, sort_keys=False)})
     return values
 
 

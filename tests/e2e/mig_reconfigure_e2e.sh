@@ -8,7 +8,11 @@
 #   4. a PodDisruptionBudget blocks the drain: the run fails naming the pod, GPUs unchanged, node cordoned, state failed;
 #   5. a GPU instance creation fails halfway (the nvidia-smi double's fault knob): that GPU rolled back, node cordoned,
 #      state failed, components back;
-#   6. dc2-gpu1 (A100) to all-1g.10gb without mig_allow_gpu_reset/mig_allow_reboot: refused before draining.
+#   6. dc2-gpu1 (A100) to all-1g.10gb without mig_allow_gpu_reset/mig_allow_reboot: refused before draining;
+#   7. the same with mig_allow_gpu_reset and Fabric Manager and nvidia-persistenced (they keep the GPUs held) as host GPU
+#      clients: stopped, the mode changed, started again, the node back in service with 56 MIG devices;
+#   8. dc1-gpu1 with mig_owner gpu_operator: drained, labelled nvidia.com/mig.config, changed by the operator's
+#      mig-manager (the lab's stand-in), back in service on its success; a second run writes nothing.
 # Needs the lab up with site.yml run (lab_e2e.sh) and the real kubectl in .build/bin (make k8s-clients).
 set -euo pipefail
 
@@ -20,9 +24,11 @@ playbook=("$repo/.venv/bin/ansible-playbook" -i inventories/lab)
 reconfigure=playbooks/mig_reconfigure.yml
 node=dc1-gpu2
 kubectl=("$repo/.build/bin/kubectl" --kubeconfig "$repo/inventories/lab/artifacts/dc1/admin.conf")
+kubectl_dc2=("$repo/.build/bin/kubectl" --kubeconfig "$repo/inventories/lab/artifacts/dc2/admin.conf")
 fail() { echo "mig e2e: $*" >&2; exit 1; }
 
-node_json() { "${kubectl[@]}" get node "$1" -o json; }
+# A Node of either datacenter (the name says which: dc1-gpu2, dc2-gpu1).
+node_json() { if [[ "$1" == dc2-* ]]; then "${kubectl_dc2[@]}" get node "$1" -o json; else "${kubectl[@]}" get node "$1" -o json; fi; }
 # One field of a Node, through a small Python expression on the object `n`.
 node_field() { node_json "$1" | python3 -c "import json, sys; n = json.load(sys.stdin); print($2)"; }
 allocatable() { node_field "$1" "n['status'].get('allocatable', {}).get('$2', '0')"; }
@@ -59,10 +65,13 @@ print(json.dumps({"apiVersion": "v1", "kind": "Pod",
 
 # The GPU Operator's components on every GPU node, as the operator labels GPU nodes for them; a serving pod on dc1-gpu2.
 "${kubectl[@]}" apply -f tests/e2e/mig/gpu-operator/ >"$out/setup.log"
+"${kubectl_dc2[@]}" apply -f tests/e2e/mig/gpu-operator/ >>"$out/setup.log"
+components=(nvidia.com/gpu.deploy.device-plugin=true nvidia.com/gpu.deploy.gpu-feature-discovery=true nvidia.com/gpu.deploy.dcgm-exporter=true
+            nvidia.com/gpu.deploy.dcgm=true)
 for gpu_node in dc1-gpu1 dc1-gpu2; do
-    "${kubectl[@]}" label node "$gpu_node" --overwrite nvidia.com/gpu.deploy.device-plugin=true \
-        nvidia.com/gpu.deploy.gpu-feature-discovery=true nvidia.com/gpu.deploy.dcgm-exporter=true nvidia.com/gpu.deploy.dcgm=true >>"$out/setup.log"
+    "${kubectl[@]}" label node "$gpu_node" --overwrite "${components[@]}" >>"$out/setup.log"
 done
+"${kubectl_dc2[@]}" label node dc2-gpu1 --overwrite "${components[@]}" >>"$out/setup.log"
 "${kubectl[@]}" apply -f tests/e2e/mig/workloads/ >>"$out/setup.log"
 replica_pod inference inference-0
 wait_for_resources "$node" "nvidia.com/gpu=7 nvidia.com/mig-1g.10gb=7" 60
@@ -137,4 +146,35 @@ grep -q "Unknown Error" "$out/fault.log" || fail "the failure does not carry nvi
 run_step "mig_reconfigure.yml, an A100 mode change without opt-ins" ampere fail "$reconfigure" --limit dc2-gpu1 -e mig_layout=all-1g.10gb
 grep -q "mig_allow_gpu_reset=true" "$out/ampere.log" || fail "the refusal does not name the opt-ins"
 ! grep -q 'TASK \[onprem.gpu.mig : Mark the node' "$out/ampere.log" || fail "dc2-gpu1 was touched before the refusal"
-echo "mig e2e: check mode, reconfiguration, no-op, PodDisruptionBudget, mid-apply fault and Ampere refusal as expected."
+
+# 7. The same A100 change with the reset allowed, and Fabric Manager and nvidia-persistenced (each keeps the GPUs of an
+#    HGX A100 held, so that they cannot be reset) as the host's GPU clients: stopped, the mode applied, started again.
+wait_for_resources dc2-gpu1 "nvidia.com/gpu=8" 60
+persistenced_since() { podman exec onprem-gpu-lab-dc2-gpu1 systemctl show -P ActiveEnterTimestampMonotonic nvidia-persistenced.service; }
+since_before="$(persistenced_since)"
+run_step "mig_reconfigure.yml, an A100 mode change with mig_allow_gpu_reset, Fabric Manager and nvidia-persistenced stopped meanwhile" ampere-reset pass \
+    "$reconfigure" --limit dc2-gpu1 -e mig_layout=all-1g.10gb -e mig_allow_gpu_reset=true -e '{"mig_host_gpu_clients": ["nvidia-fabricmanager", "nvidia-persistenced"]}'
+[[ "$(allocatable dc2-gpu1 nvidia.com/mig-1g.10gb)/$(allocatable dc2-gpu1 nvidia.com/gpu)" == 56/0 ]] || fail "dc2-gpu1 does not advertise 56 MIG devices"
+[[ "$(cordoned dc2-gpu1)/$(label dc2-gpu1 nvidia.com/mig.config.state)" == False/success ]] || fail "dc2-gpu1 is not back in service"
+podman exec onprem-gpu-lab-dc2-gpu1 systemctl is-active --quiet nvidia-persistenced.service || fail "nvidia-persistenced was not started again"
+(( $(persistenced_since) > since_before )) || fail "nvidia-persistenced was not stopped during the change"
+podman exec onprem-gpu-lab-dc2-gpu1 nvidia-smi --query-gpu=mig.mode.current,mig.mode.pending --format=csv,noheader | sort -u | grep -qx 'Enabled, Enabled' \
+    || fail "dc2-gpu1's GPUs are not all in MIG mode"
+
+# 8. dc1-gpu1, whose MIG the GPU Operator's mig-manager owns (mig_owner: gpu_operator): drained, labelled, changed by the
+#    mig-manager, back in service once it reports success; the second run writes nothing.
+"${kubectl[@]}" apply -f tests/e2e/mig/mig-manager/ >>"$out/setup.log"
+"${kubectl[@]}" label node dc1-gpu1 --overwrite nvidia.com/gpu.deploy.mig-manager=true >>"$out/setup.log"
+wait_for_resources dc1-gpu1 "nvidia.com/gpu=8" 60
+run_step "mig_reconfigure.yml, dc1-gpu1 to all-1g.10gb through the GPU Operator's mig-manager" operator pass \
+    "$reconfigure" --limit dc1-gpu1 -e mig_layout=all-1g.10gb -e mig_owner=gpu_operator
+[[ "$(label dc1-gpu1 nvidia.com/mig.config)/$(label dc1-gpu1 nvidia.com/mig.config.state)/$(cordoned dc1-gpu1)" == all-1g.10gb/success/False ]] \
+    || fail "dc1-gpu1 is not back in service in layout all-1g.10gb"
+wait_for_resources dc1-gpu1 "nvidia.com/gpu=0 nvidia.com/mig-1g.10gb=56" 60
+[[ "$(podman exec onprem-gpu-lab-dc1-gpu1 nvidia-smi mig -lgi | grep -c ' MIG 1g.10gb ')" == 56 ]] || fail "the mig-manager did not make 56 GPU instances"
+run_step "mig_reconfigure.yml again through the mig-manager (no change)" operator-again pass \
+    "$reconfigure" --limit dc1-gpu1 -e mig_layout=all-1g.10gb -e mig_owner=gpu_operator
+grep -qE "^dc1-gpu1 +: ok=[0-9]+ +changed=0 " "$out/operator-again.log" || fail "the second run through the mig-manager changed something"
+! grep -q 'TASK \[onprem.gpu.mig : Cordon the node\]' "$out/operator-again.log" || fail "the second run cordoned dc1-gpu1"
+echo "mig e2e: check mode, reconfiguration, no-op, PodDisruptionBudget, mid-apply fault, Ampere refusal and reset, and the" \
+     "GPU Operator's mig-manager as expected."

@@ -118,6 +118,12 @@ def test_gpu_operator_values_leave_driver_toolkit_and_mig_to_the_collection():
     assert all(line.count(",") == 2 for line in csv)  # dcgm-exporter's format: field, type, help
     operator_owned = gpu_operator_values(datacenter(description(settings={"mig_owner": "gpu_operator"})))
     assert operator_owned["migManager"] == {"enabled": True, "config": {"default": ""}}
+    # The site's layouts, as the mig-manager's ConfigMap: its layout names exist for nvidia.com/mig.config.
+    layouts = {"all-1g.10gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}
+    operator_owned = gpu_operator_values(datacenter(description(settings={"mig_owner": "gpu_operator", "mig_layouts": layouts})))
+    config = operator_owned["migManager"]["config"]
+    assert (config["default"], config["create"], config["name"]) == ("", True, "onprem-gpu-mig-layouts")
+    assert yaml.safe_load(config["data"]["config.yaml"]) == {"version": "v1", "mig-configs": layouts}
 
 
 def test_names_as_other_tools_write_them():
