@@ -97,7 +97,8 @@ def test_a_crd_in_the_render_goes_first_is_waited_for_and_serves_its_kind():
     result = plan("dc1", rendered, live)
     assert result["problems"] == []
     crds, rest = result["batches"]
-    assert crds["wait_condition"] == {"type": "Established", "status": "True"} and [document["kind"] for document in crds["definitions"]] == ["CustomResourceDefinition"]
+    assert crds["wait_condition"] == {"type": "Established", "status": "True"}
+    assert [document["kind"] for document in crds["definitions"]] == ["CustomResourceDefinition"]
     assert "CustomResourceDefinition" not in {document["kind"] for document in rest["definitions"]}
 
 
