@@ -97,7 +97,8 @@ def _archive(archives, chart, version):
     for name in dict.fromkeys((f"{chart}-{version}.tgz", f"{chart}-{version.lstrip('v')}.tgz")):
         candidate = os.path.join(archives, name)
         if os.path.isfile(candidate):
-            return candidate
+            # Absolute: helm reads a relative path without ./ (charts/x.tgz) as <repository>/<chart>.
+            return os.path.abspath(candidate)
     return None
 
 

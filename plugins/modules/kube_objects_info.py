@@ -104,7 +104,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 try:
     from kubernetes import config as kube_config
     from kubernetes.dynamic import DynamicClient
-    from kubernetes.dynamic.exceptions import ResourceNotFoundError
+    from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 except ImportError:
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 else:
@@ -121,18 +121,33 @@ def metadata_of(document):
             "metadata": {field: metadata[field] for field in METADATA_FIELDS if metadata.get(field) is not None}}
 
 
+def list_kind(client, api_version, kind):
+    """The items of a kind across namespaces, or None when the cluster does not serve it.
+
+    The dynamic client keeps its discovery in a file between runs (per API server): a kind whose CRD was removed since
+    is still in it, and listing it answers 404. Discovery is then read again, once, before the kind is said to be absent.
+    """
+    for attempt in (1, 2):
+        try:
+            resource = client.resources.get(api_version=api_version, kind=kind)
+            # The dynamic client sets apiVersion and kind on each item of a list.
+            return resource.get().to_dict().get("items") or []
+        except ResourceNotFoundError:
+            return None
+        except NotFoundError:
+            if attempt == 2:
+                return None
+            client.resources.invalidate_cache()
+    return None
+
+
 def read_kinds(client, kinds, metadata_only=False):
     """The objects of each kind, listed across namespaces; api_found=False for a kind the cluster does not serve."""
     read = []
     for wanted in kinds:
-        entry = {"api_version": wanted["api_version"], "kind": wanted["kind"], "api_found": True, "resources": []}
-        try:
-            resource = client.resources.get(api_version=wanted["api_version"], kind=wanted["kind"])
-        except ResourceNotFoundError:
-            entry["api_found"] = False
-        else:
-            # The dynamic client sets apiVersion and kind on each item of a list.
-            items = resource.get().to_dict().get("items") or []
+        items = list_kind(client, wanted["api_version"], wanted["kind"])
+        entry = {"api_version": wanted["api_version"], "kind": wanted["kind"], "api_found": items is not None, "resources": []}
+        if items:
             entry["resources"] = [metadata_of(item) for item in items] if metadata_only else items
         read.append(entry)
     return read

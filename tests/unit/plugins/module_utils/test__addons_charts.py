@@ -51,6 +51,15 @@ def test_an_archive_in_the_folder_wins_over_the_repository_with_or_without_the_v
     assert run["argv"][2:4] == ["local-path-provisioner", str(tmp_path / "local-path-provisioner-0.0.37.tgz")]
 
 
+def test_an_archive_folder_given_relative_to_the_controller_s_directory_is_passed_to_helm_as_an_absolute_path(tmp_path, monkeypatch):
+    # helm reads charts/gpu-operator-v26.7.0.tgz (relative, no ./) as chart gpu-operator-v26.7.0.tgz of a repository named charts.
+    (tmp_path / "charts").mkdir()
+    (tmp_path / "charts" / "gpu-operator-v26.7.0.tgz").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    run = template_run(applications()["dc1-gpu-operator"], "helm", "charts", "1.35.4")
+    assert run["argv"][3] == str(tmp_path / "charts" / "gpu-operator-v26.7.0.tgz")
+
+
 def test_a_chart_from_git_without_its_archive_is_a_problem_not_a_command(tmp_path):
     run = template_run(applications()["dc1-local-path-provisioner"], "helm", str(tmp_path), "1.35.4")
     assert run["argv"] is None
