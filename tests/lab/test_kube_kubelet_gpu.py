@@ -90,24 +90,33 @@ def until(check, what, timeout=10.0):
 
 
 class Gpus:
-    """The nvidia-smi double's inputs for the node: 8 H100, a state file the tests rewrite, a call log."""
+    """The nvidia-smi double's inputs for the node: `count` H100 (or `set_model`), a state file the tests rewrite, a call log."""
 
-    def __init__(self, base):
+    def __init__(self, base, count=8, seed=NODE):
         self.directory = base / "nvsmi"
         (self.directory / "bin").mkdir(parents=True)
-        (self.directory / "hardware.json").write_text(json.dumps({"gpu_model": H100, "gpu_count": 8, "seed": NODE}))
+        self.hardware = self.directory / "hardware.json"
+        self.count, self.seed = count, seed
+        self.set_model(H100)
         (self.directory / "driver.json").write_text(json.dumps({"driver_version": "580.65.06", "cuda_version": "13.0"}))
         self.state_path = self.directory / "state" / "nvidia-smi-state.json"
         self.call_log = self.directory / "calls.log"
         wrapper = self.directory / "bin" / "nvidia-smi"
         wrapper.write_text(f'#!/bin/sh\nexec {PYTHON} {NVIDIA_SMI} "$@"\n')
         wrapper.chmod(0o755)
-        self.write_state({"gpus": [{} for dummy in range(8)]})
+        self.write_state({"gpus": [{} for dummy in range(count)]})
 
-    def environment(self):
-        return {"PATH": f"{self.directory / 'bin'}:{os.environ['PATH']}", "NVSMI_DOUBLE_HARDWARE": str(self.directory / "hardware.json"),
-                "NVSMI_DOUBLE_DRIVER": str(self.directory / "driver.json"), "NVSMI_DOUBLE_STATE": str(self.state_path),
-                "NVSMI_DOUBLE_CALL_LOG": str(self.call_log)}
+    def set_model(self, model):
+        scratch = self.hardware.with_suffix(".new")
+        scratch.write_text(json.dumps({"gpu_model": model, "gpu_count": self.count, "seed": self.seed}))
+        os.replace(scratch, self.hardware)
+
+    def environment(self, call_log=True):
+        env = {"PATH": f"{self.directory / 'bin'}:{os.environ['PATH']}", "NVSMI_DOUBLE_HARDWARE": str(self.hardware),
+               "NVSMI_DOUBLE_DRIVER": str(self.directory / "driver.json"), "NVSMI_DOUBLE_STATE": str(self.state_path)}
+        if call_log:
+            env["NVSMI_DOUBLE_CALL_LOG"] = str(self.call_log)
+        return env
 
     def write_state(self, state):
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,18 +137,25 @@ class Gpus:
         return [json.loads(line)["argv"] for line in self.call_log.read_text().splitlines()] if self.call_log.exists() else []
 
 
+def gpu_control_plane(node, gpus, namespace, **init_options):
+    """`kubeadm init` on a GPU node that is its own control plane (untainted: nothing keeps pods off it), its kubelet on the
+    nvidia-smi double `gpus` with a fast heartbeat, and `namespace` made; the admin's Api."""
+    node.env.update(gpus.environment(), KUBE_DOUBLE_HEARTBEAT="0.3")
+    documents = init_config(node, free_port(), **init_options)
+    documents[0]["nodeRegistration"]["taints"] = []
+    node.run("kubeadm", "init", "--config", node.config("kubeadm.yaml", documents), "--skip-token-print")
+    admin = Api(node, "etc/kubernetes/admin.conf")
+    admin("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    return admin
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     base = tmp_path_factory.mktemp("kubegpu")
     gpus = Gpus(base)
     node = Node(base, NODE)
-    node.env.update(gpus.environment(), KUBE_DOUBLE_HEARTBEAT="0.3")
     try:
-        documents = init_config(node, free_port(), pod_cidr=POD_CIDR)
-        documents[0]["nodeRegistration"]["taints"] = []  # the GPU node is its own control plane here: nothing keeps pods off it
-        node.run("kubeadm", "init", "--config", node.config("kubeadm.yaml", documents), "--skip-token-print")
-        admin = Api(node, "etc/kubernetes/admin.conf")
-        admin("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+        admin = gpu_control_plane(node, gpus, NAMESPACE, pod_cidr=POD_CIDR)
         yield {"node": node, "gpus": gpus, "admin": admin, "kubelet": Api(node, "etc/kubernetes/kubelet.conf")}
     finally:
         node.stop()

@@ -18,8 +18,9 @@ import time
 
 import pytest
 import yaml
-from test_kube_doubles import PYTHON, Node, free_port, init_config
-from test_kube_kubelet_gpu import NVIDIA_SMI, Api, kube, until
+from test_kube_doubles import PYTHON, Node
+from test_kube_kubelet_gpu import NVIDIA_SMI, Api, gpu_control_plane, kube, until
+from test_kube_kubelet_gpu import Gpus as NodeGpus
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 KUBECTL = REPO / ".build" / "bin" / "kubectl"
@@ -63,39 +64,11 @@ mig-configs:
 """
 
 
-class Gpus:
+class Gpus(NodeGpus):
     """The nvidia-smi double's inputs for the node: a board of two GPUs, a state file the tests rewrite, a call log."""
 
     def __init__(self, base):
-        self.directory = base / "nvsmi"
-        (self.directory / "bin").mkdir(parents=True)
-        self.hardware = self.directory / "hardware.json"
-        self.set_model(H100)
-        (self.directory / "driver.json").write_text(json.dumps({"driver_version": "580.65.06", "cuda_version": "13.0"}))
-        self.state_path = self.directory / "state" / "nvidia-smi-state.json"
-        self.call_log = self.directory / "calls.log"
-        wrapper = self.directory / "bin" / "nvidia-smi"
-        wrapper.write_text(f'#!/bin/sh\nexec {PYTHON} {NVIDIA_SMI} "$@"\n')
-        wrapper.chmod(0o755)
-        self.write_state({"gpus": [{}, {}]})
-
-    def set_model(self, model):
-        scratch = self.hardware.with_suffix(".new")
-        scratch.write_text(json.dumps({"gpu_model": model, "gpu_count": 2, "seed": NODE}))
-        os.replace(scratch, self.hardware)
-
-    def environment(self, call_log=True):
-        env = {"PATH": f"{self.directory / 'bin'}:{os.environ['PATH']}", "NVSMI_DOUBLE_HARDWARE": str(self.hardware),
-               "NVSMI_DOUBLE_DRIVER": str(self.directory / "driver.json"), "NVSMI_DOUBLE_STATE": str(self.state_path)}
-        if call_log:
-            env["NVSMI_DOUBLE_CALL_LOG"] = str(self.call_log)
-        return env
-
-    def write_state(self, state):
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = self.state_path.with_suffix(".new")
-        scratch.write_text(json.dumps(state))
-        os.replace(scratch, self.state_path)
+        super().__init__(base, count=2, seed=NODE)
 
     def edit_state(self, change):
         state = json.loads(self.state_path.read_text())
@@ -157,13 +130,8 @@ def lab(tmp_path_factory):
     base = tmp_path_factory.mktemp("kubemig")
     gpus = Gpus(base)
     node = Node(base, NODE)
-    node.env.update(gpus.environment(), KUBE_DOUBLE_HEARTBEAT="0.3")
     try:
-        documents = init_config(node, free_port())
-        documents[0]["nodeRegistration"]["taints"] = []
-        node.run("kubeadm", "init", "--config", node.config("kubeadm.yaml", documents), "--skip-token-print")
-        admin = Api(node, "etc/kubernetes/admin.conf")
-        admin("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+        admin = gpu_control_plane(node, gpus, NAMESPACE)
         admin("POST", f"/api/v1/namespaces/{NAMESPACE}/configmaps",
               {"metadata": {"name": "default-mig-parted-config"}, "data": {"config.yaml": MIG_PARTED_CONFIG}})
         # The operator's labels on a GPU node; dcgm forced off (the mig-manager leaves a "false" alone), nvsm absent.
