@@ -15,7 +15,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$(mktemp -d)}"
 mkdir -p "$out"
-export ANSIBLE_CONFIG="$repo/ansible.cfg" ANSIBLE_NOCOLOR=1
+export ANSIBLE_CONFIG="$repo/ansible.cfg" ANSIBLE_NOCOLOR=1 PYTHONPATH="$repo/.build/collections${PYTHONPATH:+:$PYTHONPATH}"
 charts="$repo/tests/integration/data/cluster_addons/charts"
 seconds() { python3 -c 'import sys, time; print(f"{time.monotonic() - float(sys.argv[1]):.1f}")' "$1"; }
 now() { python3 -c 'import time; print(time.monotonic())'; }
@@ -30,19 +30,17 @@ for dc in dc1 dc2; do
     "$repo/.build/bin/kubectl" kustomize "$out/onprem-$dc/clusters/$dc" >"$out/$dc.yaml"
     echo "kubectl kustomize clusters/$dc: $(seconds "$start") s, $(grep -c '^kind: ' "$out/$dc.yaml") objects"
     start=$(now)
+    # The charts' helm template runs as direct apply makes them (module_utils/_addons_charts.py: no hooks, CRDs included), from
+    # the archives, with helm's default --kube-version.
     objects=$("$repo/.venv/bin/python" - "$out/$dc.yaml" "$repo/.build/bin/helm" "$charts" <<'PY'
-import os, subprocess, sys, yaml
-documents, helm, charts = list(yaml.safe_load_all(open(sys.argv[1]))), sys.argv[2], sys.argv[3]
+import subprocess, sys, yaml
+from ansible_collections.onprem.gpu.plugins.module_utils._addons_charts import parse_documents, template_run
+rendered, helm, charts = sys.argv[1], sys.argv[2], sys.argv[3]
 count = 0
-for app in (d for d in documents if d and d["kind"] == "Application" and "helm" in d["spec"].get("source", {})):
-    source = app["spec"]["source"]
-    chart = source.get("chart") or os.path.basename(source["path"].rstrip("/"))
-    archive = next(os.path.join(charts, n) for n in (f"{chart}-{source['targetRevision']}.tgz", f"{chart}-{source['targetRevision'].lstrip('v')}.tgz")
-                   if os.path.exists(os.path.join(charts, n)))
-    result = subprocess.run([helm, "template", source["helm"].get("releaseName", app["metadata"]["name"]), archive, "--namespace",
-                             app["spec"]["destination"]["namespace"], "--include-crds", "--values", "-"],
-                            input=yaml.safe_dump(source["helm"].get("valuesObject") or {}), capture_output=True, text=True, check=True)
-    count += sum(1 for d in yaml.safe_load_all(result.stdout) if d)
+for app in (d for d in yaml.safe_load_all(open(rendered)) if d and d["kind"] == "Application" and "helm" in d["spec"].get("source", {})):
+    run = template_run(app, helm, charts, "")
+    assert run["argv"], run["problem"]
+    count += len(parse_documents(subprocess.run(run["argv"], input=run["stdin"], capture_output=True, text=True, check=True).stdout))
 print(count)
 PY
 )
