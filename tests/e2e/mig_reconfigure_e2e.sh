@@ -150,6 +150,14 @@ grep -q "mig_allow_gpu_reset=true" "$out/ampere.log" || fail "the refusal does n
 # 7. The same A100 change with the reset allowed, and Fabric Manager and nvidia-persistenced (each keeps the GPUs of an
 #    HGX A100 held, so that they cannot be reset) as the host's GPU clients: stopped, the mode applied, started again.
 wait_for_resources dc2-gpu1 "nvidia.com/gpu=8" 60
+# The persistence daemon as systemd stops it (KillMode=control-group signals its children too): no stop may leave
+# persistence mode on, or the reset below finds the GPUs held (the double once did, in about one stop in nine).
+for stop in $(seq 20); do
+    podman exec onprem-gpu-lab-dc2-gpu1 systemctl stop nvidia-persistenced.service
+    modes="$(podman exec onprem-gpu-lab-dc2-gpu1 nvidia-smi --query-gpu=persistence_mode --format=csv,noheader | sort -u)"
+    [[ "$modes" == Disabled ]] || fail "persistence mode is still on ($modes) after stop $stop of nvidia-persistenced"
+    podman exec onprem-gpu-lab-dc2-gpu1 systemctl start nvidia-persistenced.service
+done
 persistenced_since() { podman exec onprem-gpu-lab-dc2-gpu1 systemctl show -P ActiveEnterTimestampMonotonic nvidia-persistenced.service; }
 since_before="$(persistenced_since)"
 run_step "mig_reconfigure.yml, an A100 mode change with mig_allow_gpu_reset, Fabric Manager and nvidia-persistenced stopped meanwhile" ampere-reset pass \

@@ -8,6 +8,7 @@ Each double runs as a subprocess, as a systemd unit or Ansible would run it, wit
 import json
 import os
 import pathlib
+import random
 import signal
 import subprocess
 import sys
@@ -176,6 +177,45 @@ def test_persistenced_with_no_persistence_mode_leaves_it_off(lab):
     wait_for(lab.root / "run-persistenced" / "nvidia-persistenced.pid")
     assert persistence_modes(lab) == {"Enabled"}
     assert stop(process) == 0
+
+
+def stop_as_systemd_does(process):
+    """Stop the daemon as systemd's default KillMode=control-group does: SIGTERM to every process of the unit (here
+    its process group), sent again while processes remain, so a child the daemon starts on the way out is signalled
+    too (systemd's cg_kill loop). Returns the daemon's exit status."""
+    while process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            break
+        time.sleep(0.002)
+    return process.wait(timeout=20)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setting persistence mode needs root, as on the real tool")
+def test_persistenced_stopped_and_started_many_times_never_leaves_persistence_mode_on(lab):
+    """A stop through systemd's kill loop once left persistence mode on (the double's nvidia-smi child was killed).
+    Half the stops come while the daemon starts, at a random moment: before it blocks the stop signals (it dies of
+    SIGTERM, nothing set yet) or while it turns persistence mode on (it must undo that)."""
+    stops = 40
+    leftovers = []
+    chance = random.Random(29)
+    for attempt in range(stops):
+        process = subprocess.Popen([PYTHON, str(PERSISTENCED), "--verbose"], env=lab.env, start_new_session=True,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if attempt % 2:
+            wait_for(lab.root / "run-persistenced" / "nvidia-persistenced.pid")
+            assert persistence_modes(lab) == {"Enabled"}
+        else:
+            time.sleep(chance.uniform(0, 0.2))
+        status = stop_as_systemd_does(process)
+        stderr = process.stderr.read()
+        process.stderr.close()
+        assert status in ((0,) if attempt % 2 else (0, -signal.SIGTERM)), f"stop {attempt + 1}: exit {status}: {stderr}"
+        if persistence_modes(lab) != {"Disabled"}:
+            leftovers.append(attempt + 1)
+        assert not (lab.root / "run-persistenced" / "nvidia-persistenced.pid").exists()
+    assert not leftovers, f"persistence mode stayed on after stops {leftovers} of {stops}"
 
 
 # ---------------------------------------------------------------- nv-fabricmanager
