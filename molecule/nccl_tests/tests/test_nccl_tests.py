@@ -54,7 +54,9 @@ def test_mpi_user_and_its_key(node):
     assert private_key.user == MPI_USER and private_key.mode == 0o600
     assert node.file(f"{HOME}/.ssh").mode == 0o700
     authorized = node.file(f"{HOME}/.ssh/authorized_keys").content_string.splitlines()
-    assert sorted(line.split()[2] for line in authorized) == [f"{MPI_USER}@{peer}" for peer in PEERS]
+    keys = [line for line in authorized if not line.startswith("#")]
+    assert sorted(line.split()[2] for line in keys) == [f"{MPI_USER}@{peer}" for peer in PEERS]
+    assert authorized[0] == "# BEGIN onprem.gpu nccl_tests peers" and authorized[-1] == "# END onprem.gpu nccl_tests peers"
     assert "memlock unlimited" in node.file("/etc/security/limits.d/90-nccl-tests.conf").content_string
 
 
