@@ -36,6 +36,9 @@ description:
     instances, RV(reboot_required) is V(true) and the message names what holds each GPU where it can be found
     (the kubelet's device plugin, gpu-feature-discovery, dcgm-exporter, DCGM, nvidia-persistenced, Fabric Manager,
     other processes with an NVIDIA device file open by PID and name, compute processes, persistence mode).
+  - Persistence mode keeps the driver attached to a GPU and blocks its reset, and legacy persistence mode
+    (C(nvidia-smi -pm 1)) stays on after nvidia-persistenced stops. It is turned off (C(nvidia-smi -i <ids> -pm 0)) on
+    the GPUs about to be reset and back on afterwards, on those where it was on.
   - If a step fails halfway, for example when the driver refuses to create an instance, the module stops,
     restores the GPU it was changing to its previous instances where the driver allows it, leaves the later
     GPUs untouched, and fails with the state each GPU is left in.
@@ -62,6 +65,8 @@ options:
     description:
       - A mig-parted v1 configuration file on the managed node, such as C(/etc/nvidia-mig-manager/config.yaml).
       - Reading it needs PyYAML on the managed node.
+      - A mapping that repeats a key (a layout defined twice, for instance) is refused, as the YAML specification requires
+        unique keys; keys brought in by a merge key (C(<<)) may still be overridden.
       - Exactly one of O(config_file) and O(mig_configs) is required.
     type: path
   mig_configs:
@@ -213,6 +218,9 @@ gpu_instances:
   description:
     - Every GPU in MIG mode with its GPU instances as nvidia-smi lists them after the run; in check mode, as they are
       before it (planned instances get their IDs and are listed only once created).
+    - The pending MIG mode decides, since an Ampere GPU takes it at its next reset or reboot. A GPU whose switch to MIG
+      waits for a reset is listed with the instances planned for it (their compute instances without profile ID); a GPU
+      whose switch out of MIG waits is not listed.
     - The profile IDs and placements are what a boot-time restore needs to create the same instances again, so that the
       instances a later change keeps are the same after a reboot. Instance IDs are left out, since the driver hands
       out new ones when it creates the instances again.
@@ -244,7 +252,7 @@ reset_needed:
 """
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.common.yaml import HAS_YAML, yaml_load
+from ansible.module_utils.common.yaml import HAS_YAML
 
 from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_config import MigConfigError, names_subsystems, parse_configs, render_export, resolve_layout
@@ -266,7 +274,25 @@ from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi import OPTIONAL_
 from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import MigCommandError, NvidiaSmi
 
 if HAS_YAML:
-    from yaml import YAMLError
+    from yaml import SafeLoader, YAMLError
+    from yaml import load as load_yaml
+    from yaml.constructor import ConstructorError
+
+    class UniqueKeyLoader(SafeLoader):  # pylint: disable=too-many-ancestors
+        """PyYAML's safe loader, refusing a mapping that repeats a key (the YAML spec requires keys to be unique;
+        PyYAML keeps the last value, so a layout written twice would silently apply its second definition). Keys a
+        merge (``<<``) brings in may still be overridden, as YAML's merge key allows."""
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise ConstructorError(None, None, f"the key {key!r} appears twice in one mapping", key_node.start_mark)
+                seen.add(key if isinstance(key, (str, int, float, bool)) else id(key_node))
+            return super().construct_mapping(node, deep=deep)
 
 
 def read_config_file(module, path):
@@ -275,7 +301,7 @@ def read_config_file(module, path):
         module.fail_json(msg=missing_required_lib("PyYAML", reason="to read config_file"))
     try:
         with open(path, encoding="utf-8") as config:
-            return yaml_load(config)
+            return load_yaml(config, Loader=UniqueKeyLoader)
     except OSError as error:
         module.fail_json(msg=f"The MIG configuration file {path} cannot be read: {error.strerror}.")
     except YAMLError as error:
@@ -360,7 +386,7 @@ def main():
         actions=outcome.actions if outcome else planned_actions(plans),
         reboot_required=bool(outcome and outcome.blocked),
         reset_needed=gpus_needing_reset(plans),
-        gpu_instances=report_gpu_instances(final_gpus, final_instances),
+        gpu_instances=report_gpu_instances(final_gpus, final_instances, plans),
     )
     if module._diff:
         result["diff"] = dict(

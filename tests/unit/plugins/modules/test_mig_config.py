@@ -371,28 +371,53 @@ def test_ampere_pending_mode_is_completed_by_a_reset_of_that_gpu_only(make_node,
     assert mig_devices(result) == [(0, True, {"7g.80gb": 1}), (1, False, {})]
 
 
-def test_ampere_reset_blocked_by_persistence_mode(make_node, capsys):
-    node = make_node(model=A100_80GB, count=2, gpus=[{"mig_mode": OFF, "persistence_mode": "Enabled"}, {"mig_mode": OFF, "persistence_mode": "Enabled"}])
+def test_ampere_reset_turns_legacy_persistence_mode_off_for_the_reset_and_back_on(make_node, capsys):
+    # nvidia-smi -pm 1 keeps the driver attached and blocks the reset until -pm 0 (NVIDIA/NVSentinel#1690).
+    node = make_node(model=A100_80GB, count=3, gpus=[{"mig_mode": OFF, "persistence_mode": "Enabled"}, {"mig_mode": OFF}, {"mig_mode": OFF}])
+    result, calls = node.run(capsys, "whole", mig_configs={"whole": layout({"7g.80gb": 1}, devices=[0, 1])})
+    assert result["reboot_required"] is False
+    assert result["actions"][:5] == [
+        "GPU 0: enable MIG mode, pending until the GPU is reset",
+        "GPU 1: enable MIG mode",
+        "GPU 0: persistence mode off for the reset",
+        "GPU 0: reset so that the MIG mode change takes effect",
+        "GPU 0: persistence mode back on",
+    ]
+    assert argvs(calls, mutating=True)[:5] == [["-i", "0", "-mig", "1"], ["-i", "1", "-mig", "1"], ["-i", "0", "-pm", "0"], ["-r", "-i", "0"], ["-i", "0", "-pm", "1"]]
+    assert [gpu["persistence_mode"] for gpu in node.state()["gpus"]] == ["Enabled", "Disabled", "Disabled"]
+    assert mig_devices(result) == [(0, True, {"7g.80gb": 1}), (1, True, {"7g.80gb": 1}), (2, False, {})]
+
+
+def test_ampere_reset_blocked_by_a_client_keeps_persistence_mode_and_the_mode_pending_until_a_reboot(make_node, capsys):
+    gpus = [{"mig_mode": OFF, "persistence_mode": "Enabled"}, {"mig_mode": OFF, "persistence_mode": "Enabled"}]
+    node = make_node(model=A100_80GB, count=2, holders=["nv-hostengine"], gpus=gpus)
     result, calls = node.run(capsys, "whole")
     assert "failed" not in result
     assert result["changed"] is True
     assert result["reboot_required"] is True
     assert result["msg"] == (
-        "Layout 'whole' is applied except on GPU 0 (held by persistence mode (nvidia-persistenced or nvidia-smi -pm 1)), "
-        "GPU 1 (held by persistence mode (nvidia-persistenced or nvidia-smi -pm 1)), whose MIG mode change waits for a GPU reset "
-        "that could not be done; free the GPU and run again, or reboot the node and run again."
+        "Layout 'whole' is applied except on GPU 0 (what holds it could not be found), GPU 1 (what holds it could not be found), "
+        "whose MIG mode change waits for a GPU reset that could not be done; free the GPU and run again, or reboot the node and run again."
     )
     assert result["actions"] == [
         "GPU 0: enable MIG mode, pending until the GPU is reset",
         "GPU 1: enable MIG mode, pending until the GPU is reset",
+        "GPUs 0, 1: persistence mode off for the reset",
         "GPUs 0, 1: reset refused, so the MIG mode change stays pending",
+        "GPUs 0, 1: persistence mode back on",
     ]
     # One reset for every GPU that needs it, as mig-parted does.
-    assert argvs(calls, mutating=True) == [["-i", "0", "-mig", "1"], ["-i", "1", "-mig", "1"], ["-r", "-i", "0,1"]]
-    # Pending, and no instance half-created.
-    assert [gpu["mig_mode"] for gpu in node.state()["gpus"]] == [{"current": "Disabled", "pending": "Enabled"}] * 2
+    assert argvs(calls, mutating=True) == [
+        ["-i", "0", "-mig", "1"], ["-i", "1", "-mig", "1"], ["-i", "0,1", "-pm", "0"], ["-r", "-i", "0,1"], ["-i", "0,1", "-pm", "1"],
+    ]
+    # Pending, no instance half-created, persistence mode as it was.
+    assert [(gpu["mig_mode"], gpu["persistence_mode"]) for gpu in node.state()["gpus"]] == [({"current": "Disabled", "pending": "Enabled"}, "Enabled")] * 2
     assert node.gpu_instances(0) == [] and node.gpu_instances(1) == []
     assert mig_devices(result) == [(0, False, {}), (1, False, {})]
+    # The boot record holds the layout being applied: the instances planned for the GPUs whose enable waits.
+    assert [(gpu["index"], [(gi["profile_id"], gi["placement"]["start"]) for gi in gpu["gpu_instances"]]) for gpu in result["gpu_instances"]] == [
+        (0, [(0, 0)]), (1, [(0, 0)]),
+    ]
 
     # After a reboot the pending mode is in effect, and a re-run creates the instances.
     node.edit_state(lambda state: state.update(boots=state["boots"] + 1))
@@ -400,6 +425,16 @@ def test_ampere_reset_blocked_by_persistence_mode(make_node, capsys):
     assert result["reboot_required"] is False
     assert argvs(calls, mutating=True) == [["mig", "-cgi", "0:0", "-C", "-i", str(index)] for index in (0, 1)]
     assert mig_devices(result) == [(0, True, {"7g.80gb": 1}), (1, True, {"7g.80gb": 1})]
+
+
+def test_an_ampere_gpu_whose_mig_disable_waits_for_a_reset_is_left_out_of_the_boot_record(make_node, capsys):
+    node = make_node(model=A100_80GB, count=2)
+    node.run(capsys, "all-balanced")
+    node.edit_state(lambda state: state.update(holders=["nv-hostengine"]))
+    result, calls = node.run(capsys, "all-disabled")
+    assert result["reboot_required"] is True
+    assert [gpu["mig_mode"] for gpu in node.state()["gpus"]] == [{"current": "Enabled", "pending": "Disabled"}] * 2
+    assert result["gpu_instances"] == []
 
 
 def test_without_reset_an_ampere_mode_change_waits_for_a_reboot_and_check_mode_says_so_first(make_node, capsys):
@@ -646,6 +681,28 @@ def test_malformed_yaml_file_fails_before_any_call(make_node, capsys, tmp_path):
     assert result["failed"] is True
     assert result["msg"].startswith(f"The MIG configuration file {config} is not valid YAML: ")
     assert calls == []
+
+
+def test_a_layout_defined_twice_in_a_file_is_refused_before_any_call(make_node, capsys, tmp_path):
+    """PyYAML keeps the last of two equal keys; the YAML spec says mapping keys are unique, so mig_config refuses."""
+    config = tmp_path / "config.yaml"
+    config.write_text("version: v1\nmig-configs:\n  small:\n    - devices: all\n      mig-enabled: false\n"
+                      "  small:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {1g.10gb: 7}\n", encoding="utf-8")
+    node = make_node()
+    result, calls = node.run(capsys, "small", config_file=str(config))
+    assert result["failed"] is True
+    assert result["msg"] == (f"The MIG configuration file {config} is not valid YAML: the key 'small' appears twice in one mapping "
+                             'in "' + str(config) + '", line 6, column 3.')
+    assert calls == []
+
+
+def test_a_merge_key_may_still_be_overridden(make_node, capsys, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("version: v1\nmig-configs:\n  whole:\n    - &base {devices: all, mig-enabled: false}\n"
+                      "  split:\n    - <<: *base\n      mig-enabled: true\n      mig-devices: {7g.80gb: 1}\n", encoding="utf-8")
+    node = make_node()
+    result, _calls = node.run(capsys, "split", config_file=str(config))
+    assert "failed" not in result, result
 
 
 def test_missing_config_file_fails_before_any_call(make_node, capsys, tmp_path):
