@@ -18,6 +18,12 @@ import math
 import re
 
 HALVES = ("out_of_place", "in_place")
+# No GPU interconnect carries 10 TB/s per GPU (NVLink 5 is 1.8 TB/s in both directions together): a busbw or algbw
+# above it, or below 0, is not a measurement but a corrupted or forged output.
+PLAUSIBLE_BANDWIDTH_GBS = 10000
+# Past its peak an all-reduce sweep stays on a plateau (within 15 % in every recorded real run): a larger message that
+# falls under this share of the peak lost its bandwidth (congestion, a flapping link, memory pressure).
+PLATEAU_SHARE = 0.7
 TRANSPORTS = ("IB", "RoCE", "Socket")
 
 # srun -l prints "0: " (padded to the widest task id); OpenMPI --tag-output prints "[jobid,rank]<stdout>:".
@@ -116,6 +122,7 @@ def judge(
     reasons += _layout_reasons(result, expect_ranks, expect_hosts)
     reasons += _transport_reasons(result, expect_transport)
     reasons += _bandwidth_reasons(result["rows"], judged_busbw, threshold, min_size, without_nvls)
+    reasons += _plateau_reasons([row for row in result["rows"] if row["size"] >= min_size], judged_busbw)
     return {"verdict": "fail" if reasons else "pass", "reasons": reasons, "judged_busbw": judged_busbw, "judged_min_busbw": threshold}
 
 
@@ -459,6 +466,19 @@ def _data_errors(result, out_of_bounds_failed):
             f"{len(wrong_rows)} of {len(result['rows'])} rows report wrong results (#wrong above 0), the first at "
             f"{_size_text(wrong_rows[0]['size'])}: the all-reduce returned corrupted data."
         )
+    implausible = [
+        (row, half, kind)
+        for row in result["rows"]
+        for half in HALVES
+        for kind in ("busbw", "algbw")
+        if row[half][kind] is not None and not 0 <= row[half][kind] <= PLAUSIBLE_BANDWIDTH_GBS
+    ]
+    if implausible:
+        row, half, kind = implausible[0]
+        errors.append(
+            f"{len(implausible)} bandwidth values are outside 0 to {PLAUSIBLE_BANDWIDTH_GBS} GB/s, the first the {kind} of "
+            f"{_number_text(row[half][kind])} GB/s at {_size_text(row['size'])} ({half.replace('_', '-')}): the output is not a measurement."
+        )
     if out_of_bounds_failed or (result["out_of_bounds"] or 0) > 0:
         errors.append(f"nccl-tests counted {result['out_of_bounds']} out-of-bounds values (FAILED): its correctness checks found corrupted data.")
     # Without device lines (an excerpt) a single rank shows as a zero average over rows that are all zero.
@@ -492,11 +512,17 @@ def _parse_json(text):
         document = json.loads(text)
     except ValueError as error:
         return _result(errors=[f"The JSON output is incomplete or malformed ({error}): the run was probably cut short."])
+    except RecursionError:
+        return _result(errors=["The JSON output nests deeper than Python can read: it is not what nccl-tests writes."])
     try:
-        devices = document.get("config", {}).get("devices", [])
-        rows = [_json_row(entry) for entry in document.get("results", [])]
+        return _json_result(document)
     except (AttributeError, KeyError, TypeError, ValueError):
         return _result(errors=["The JSON output does not have the layout nccl-tests writes (results with size, count and both halves)."])
+
+
+def _json_result(document):
+    devices = document.get("config", {}).get("devices", [])
+    rows = [_json_row(entry) for entry in document.get("results", [])]
     # nccl-tests 2.17.3-2.17.8 misspelt both keys "bandwidith".
     average = _first_present(document, "average_bus_bandwidth", "average_bus_bandwidith") or {}
     out_of_bounds = document.get("out_of_bounds", {})
@@ -509,9 +535,12 @@ def _parse_json(text):
         hosts=_unique(device.get("hostname") for device in devices),
         nccl_version=_version_from_code(document.get("nccl_version")),
     )
+    nccl_errors = document.get("errors", [])
+    if not isinstance(nccl_errors, list):
+        raise TypeError("errors is not a list")
     # Booleans are the strings "true"/"false"; an unchecked average says "unchecked".
     result["errors"] = (
-        [f"nccl-tests ended with an NCCL error: {error}." for error in document.get("errors", []) if error]
+        [f"nccl-tests ended with an NCCL error: {error}." for error in nccl_errors if error]
         + ([] if rows else ["The results table has no rows."])
         + _data_errors(result, out_of_bounds.get("okay") == "false")
         + _min_bw_errors(result["avg_busbw"], "FAILED" if average.get("okay") == "false" else None)
@@ -606,6 +635,24 @@ def _bandwidth_reasons(rows, judged_busbw, min_busbw, min_size, without_nvls=Fal
     at = f" at {_size_text(min_size)} and above" if min_size else ""
     which = " (the threshold without NVLink SHARP, which NCCL did not use)" if without_nvls else ""
     return [f"The peak busbw{at} is {_number_text(judged_busbw)} GB/s, below the required {_number_text(min_busbw)} GB/s{which}."]
+
+
+def _plateau_reasons(rows, peak):
+    """Return why the messages past the peak do not hold it: the peak alone hides a sweep that collapses at its end."""
+    if not peak or peak > PLAUSIBLE_BANDWIDTH_GBS:
+        return []
+    best = [(row["size"], _peak_busbw([row])) for row in rows]
+    best = [(size, busbw) for size, busbw in best if busbw is not None]
+    peak_at = next(size for size, busbw in best if busbw == peak)
+    fallen = [(size, busbw) for size, busbw in best if size > peak_at and busbw < PLATEAU_SHARE * peak]
+    if not fallen:
+        return []
+    size, busbw = min(fallen, key=lambda pair: pair[1])
+    return [
+        f"The busbw falls from its peak of {_number_text(peak)} GB/s at {_size_text(peak_at)} to {_number_text(busbw)} GB/s at "
+        f"{_size_text(size)}, under {PLATEAU_SHARE:.0%} of the peak: the largest messages lose their bandwidth (congestion, a "
+        "flapping link or memory pressure)."
+    ]
 
 
 def _peak_busbw(rows):

@@ -652,6 +652,55 @@ def test_json_nan_is_none():
     assert (result["rows"][0]["in_place"]["busbw"], result["avg_busbw"]) == (None, None)
 
 
+def test_json_nested_too_deep_is_one_sentence():
+    assert parse("{\"results\": " + "[" * 100000 + "]" * 100000 + "}")["errors"] == [
+        "The JSON output nests deeper than Python can read: it is not what nccl-tests writes."
+    ]
+
+
+@pytest.mark.parametrize("errors", ["unhandled cuda error", {"a": 1}])
+def test_json_errors_that_are_not_a_list_are_the_wrong_layout(errors):
+    assert parse(json_run(errors=errors))["errors"] == [
+        "The JSON output does not have the layout nccl-tests writes (results with size, count and both halves)."
+    ]
+
+
+def with_busbw(document, index, busbw):
+    """The recorded H100 JSON run with the busbw of row ``index`` (both halves) replaced."""
+    document = json.loads(json.dumps(document))
+    for half in ("out_of_place", "in_place"):
+        document["results"][index][half]["bus_bw"] = busbw
+    return json.dumps(document)
+
+
+H100_JSON = json.loads(fixture_text("singlenode_8xH100_per-iteration_v2.19.6.json"))
+
+
+@pytest.mark.parametrize("busbw", [1e308, 20000.0, -5.0])
+def test_a_bandwidth_no_fabric_carries_is_not_a_measurement(busbw):
+    result = parse(with_busbw(H100_JSON, -1, busbw))
+    assert any("bandwidth values are outside 0 to 10000 GB/s" in error for error in result["errors"]), result["errors"]
+    assert judge(result, min_busbw=384, min_size=GIB)["verdict"] == "fail"
+
+
+def test_a_sweep_that_collapses_at_its_largest_message_fails_although_its_peak_passes():
+    """Only the peak was judged: a run at 480 GB/s up to 4 GiB and 0.01 GB/s at 8 GiB passed."""
+    result = parse(with_busbw(H100_JSON, -1, 0.01))
+    verdict = judge(result, min_busbw=384, min_size=GIB)
+    assert verdict["verdict"] == "fail"
+    assert verdict["reasons"] == [
+        f"The busbw falls from its peak of {verdict['judged_busbw']:g} GB/s at 4 GiB to 0.01 GB/s at 8 GiB, under 70% of the peak: "
+        "the largest messages lose their bandwidth (congestion, a flapping link or memory pressure)."
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in FIXTURES.iterdir() if path.suffix in (".txt", ".json")))
+def test_no_recorded_real_run_is_judged_off_its_plateau(name):
+    """Every real recording holds its peak to the end of its sweep (the lowest share past the peak is 0.86)."""
+    result = parse(fixture_text(name))
+    assert not [reason for reason in judge(result)["reasons"] if "falls from its peak" in reason]
+
+
 PASSING_ROCE = parse(fixture_text("multinode_2x8_H200_roce_c0_v2.17.3.txt"))
 PASSING_IB = parse(fixture_text("multinode_2x8_H100_ib_info_interleaved_v2.16.7.txt"))
 SOCKET = parse(fixture_text("multinode_2x8_H100_socket_fallback_tag-output_v2.14.1.txt"))
