@@ -21,6 +21,8 @@ description:
     (for example a silent fall-back to TCP sockets), or when the bandwidth is below O(min_busbw).
   - Bandwidth is judged on the peak bus bandwidth (busbw, GB/s) over the rows of at least O(min_size) bytes, never
     on the C(Avg bus bandwidth) of the sweep, which small messages drag down.
+  - The sweep past that peak must hold it; a larger message whose busbw falls under 70% of the peak fails the run
+    (real runs stay within 15%), and a busbw or algbw outside 0 to 10000 GB/s is not a measurement.
   - C(NCCL_DEBUG=INFO) is always set, because the network NCCL used can only be read from its log lines.
   - The task never reports a change, as a benchmark only reads the fabric.
 author:
