@@ -87,11 +87,13 @@ def type_of(spec):
     return f"list of {spec['elements']}" if kind == "list" and spec.get("elements") else kind
 
 
-def render_entry_point(name, spec):
+def render_entry_point(name, spec, same_options_as=None):
     lines = [f"### Entry point `{name}`", ""]
     summary = markdown(spec.get("short_description"))
     if summary:
         lines += [summary, ""]
+    if same_options_as:
+        return lines + [f"The variables of `{same_options_as}`.", ""]
     rows = list(option_rows(spec.get("options")))
     if not rows:
         return lines + ["No variables.", ""]
@@ -124,8 +126,13 @@ def render_variables(role_dir):
     """The generated text between the markers (markers included) for the role in role_dir."""
     specs = yaml.safe_load((Path(role_dir) / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))["argument_specs"]
     lines = [BEGIN, NOTE, ""]
+    rendered = []
     for name, spec in specs.items():
-        lines += render_entry_point(name, spec or {})
+        spec = spec or {}
+        # An entry point declared with the options of an earlier one (a YAML alias) points there instead of a copy.
+        same = next((earlier for earlier, options in rendered if spec.get("options") and options == spec.get("options")), None)
+        lines += render_entry_point(name, spec, same)
+        rendered.append((name, spec.get("options")))
     return "\n".join(lines).rstrip("\n") + "\n" + END
 
 

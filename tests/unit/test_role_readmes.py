@@ -76,6 +76,15 @@ def test_the_table_shows_every_option_of_every_entry_point(role):
     assert text.startswith(role_readme.BEGIN) and text.endswith(role_readme.END)
 
 
+def test_an_entry_point_with_the_options_of_an_earlier_one_points_there(role):
+    specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())
+    specs["argument_specs"]["stage"] = {"short_description": "A later stage.", "options": specs["argument_specs"]["main"]["options"]}
+    (role / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(specs, sort_keys=False))
+    text = role_readme.render_variables(role)
+    assert "### Entry point `stage`\n\nA later stage.\n\nThe variables of `main`.\n" in text
+    assert text.count("| `demo_mode` |") == 1
+
+
 def test_a_readme_gets_the_markers_under_its_variables_heading(role):
     before = "# demo\n\n## Variables\n\nHand-written notes.\n\n## Example\n"
     after = role_readme.regenerate(before, role)
