@@ -49,6 +49,7 @@ help:
 	@echo "make lab-down  remove the simulated rack"
 	@echo "make test      unit tests, ansible-test sanity, ansible-lint, molecule, lab end to end"
 	@echo "make units | static (sanity + lint) | molecule | e2e   one stage of make test"
+	@echo "make docs-check  the docs as Galaxy's importer and antsibull-docs see them (part of static)"
 	@echo "make molecule-<scenario>   one molecule scenario (starts the mirror first)"
 
 deps:
@@ -105,10 +106,17 @@ sanity: venv
 lint: venv
 	@$(call timed,ansible-lint,$(BIN)/ansible-lint --offline)
 
+# galaxy-importer on the built tarball and antsibull-docs lint-collection-docs --plugin-docs on the checkout, both from
+# PyPI into their own .build/docs-venv (tests/tools/collection_docs.sh): docs Galaxy would drop or the docsite reject fail.
+.PHONY: docs-check
+docs-check: venv
+	@$(call timed,collection docs,bash tests/tools/collection_docs.sh)
+
 # sanity and lint side by side: ansible-test runs its tests one after the other, mostly on one core. Each one's
 # output is printed whole when it ends (--output-sync).
+# docs-check, the third, starts when the first of the two ends.
 static: venv
-	@$(call timed,sanity and lint,$(MAKE) --no-print-directory --keep-going -j2 --output-sync=target sanity lint)
+	@$(call timed,sanity and lint,$(MAKE) --no-print-directory --keep-going -j2 --output-sync=target sanity lint docs-check)
 
 molecule: mirror-up
 	@mkdir -p $(BUILD)/molecule

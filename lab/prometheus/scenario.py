@@ -28,10 +28,16 @@ DRIVER = "580.65.06"
 H100 = {"model": "NVIDIA H100 80GB HBM3", "slices": 7, "fb_total": 81559}
 A100 = {"model": "NVIDIA A100-SXM4-80GB", "slices": 7, "fb_total": 81920}
 
-# Scrape styles: a plain pod scrape keeps the workload's namespace/pod labels; through a ServiceMonitor the
-# target's own namespace/pod win and the workload's become exported_namespace/exported_pod.
+# Scrape styles. Plain: a static target, the workload's namespace/pod/container as dcgm-exporter writes them. Through a
+# ServiceMonitor (prometheus-operator) every series also gets the target's namespace, service, pod, container, endpoint;
+# with honorLabels: true (what cluster_addons renders) the exporter's pod/namespace/container win on a GPU a pod holds,
+# with false they are kept as exported_pod/exported_namespace/exported_container.
 PLAIN = "plain"
 SERVICE_MONITOR = "servicemonitor"
+SERVICE_MONITOR_HONOR = "servicemonitor-honorlabels"
+# A MIG GPU instance nobody uses still reports framebuffer used: the nvidia-smi samples of NVIDIA's MIG user guide show
+# freshly created instances at about 11 MiB; a whole free GPU without a context 0 MiB.
+FREE_MIG_FB_MIB = 11
 
 
 def allocation(start_h, end_h, namespace, pod, pattern, fb_mib):
@@ -49,10 +55,12 @@ def lab_nodes():
         ("13", "1g.10gb", 1, lambda g: [allocation(0, 360, "team-inference", f"serve-rerank-{g}", "diurnal", 7100)]),
         ("14", "1g.10gb", 1, lambda g: []),
     ]
+    # dcgm-exporter issue #512: DCGM_FI_DEV_FB_* missing for the GPU instances of some H100 (here GPUs 2 and 3).
+    instance_fb_missing = (2, 3)
     dc1_gpu2 = []
     for index in range(8):
         if index < 4:
-            dc1_gpu2.append({"index": index, "mig": [
+            dc1_gpu2.append({"index": index, "instance_fb": index not in instance_fb_missing, "mig": [
                 {"gpu_instance": gi, "profile": profile, "slices": slices, "allocations": make(index)}
                 for gi, profile, slices, make in inference_instances]})
         elif index < 6:
@@ -69,12 +77,15 @@ def lab_nodes():
         else:
             allocations = []
         dc2_gpu1.append({"index": index, "allocations": allocations})
+    # dc1 runs dcgm-exporter up to 4.5.3-4.8.2 (node label Hostname), dc2 a later one (hostname, dcgm-exporter PR #655).
     return [
-        {"name": "dc1-gpu1", "cluster": "dc1", "gpu": H100, "scrape": PLAIN, "gaps": [],
+        {"name": "dc1-gpu1", "cluster": "dc1", "gpu": H100, "scrape": PLAIN, "node_label": "Hostname", "gaps": [],
          "gpus": [{"index": index, "allocations": training} for index in range(8)]},
-        {"name": "dc1-gpu2", "cluster": "dc1", "gpu": H100, "scrape": PLAIN, "gaps": [], "gpus": dc1_gpu2},
+        {"name": "dc1-gpu2", "cluster": "dc1", "gpu": H100, "scrape": SERVICE_MONITOR_HONOR, "node_label": "Hostname", "gaps": [],
+         "gpus": dc1_gpu2},
         # dcgm-exporter on dc2-gpu1 was down for 6 hours on 2026-10-21.
-        {"name": "dc2-gpu1", "cluster": "dc2", "gpu": A100, "scrape": SERVICE_MONITOR, "gaps": [(480, 486)], "gpus": dc2_gpu1},
+        {"name": "dc2-gpu1", "cluster": "dc2", "gpu": A100, "scrape": SERVICE_MONITOR, "node_label": "hostname", "gaps": [(480, 486)],
+         "gpus": dc2_gpu1},
     ]
 
 
@@ -110,22 +121,26 @@ def _uuid(node, index):
     return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
 
+def _target(node):
+    """The labels Prometheus gives the scrape target (and its up series)."""
+    if node["scrape"] == PLAIN:
+        return {"cluster": node["cluster"], "job": "dcgm-exporter", "instance": f"{node['name']}:9400"}
+    return {"cluster": node["cluster"], "job": "nvidia-dcgm-exporter", "instance": f"{node['name']}:9400", "namespace": "gpu-operator",
+            "pod": f"nvidia-dcgm-exporter-{node['name']}", "container": "nvidia-dcgm-exporter", "service": "nvidia-dcgm-exporter",
+            "endpoint": "gpu-metrics"}
+
+
 def _labels(node, gpu_index, extra):
     labels = {
         "DCGM_FI_DRIVER_VERSION": DRIVER,
-        "Hostname": node["name"],
+        node["node_label"]: node["name"],
         "UUID": _uuid(node["name"], gpu_index),
-        "cluster": node["cluster"],
         "device": f"nvidia{gpu_index}",
         "gpu": str(gpu_index),
         "modelName": node["gpu"]["model"],
         "pci_bus_id": f"00000000:{0x18 + 0x10 * gpu_index:02X}:00.0",
     }
-    if node["scrape"] == SERVICE_MONITOR:
-        labels.update({"job": "nvidia-dcgm-exporter", "instance": f"{node['name']}:9400", "namespace": "gpu-operator",
-                       "pod": f"nvidia-dcgm-exporter-{node['name']}", "service": "nvidia-dcgm-exporter", "endpoint": "gpu-metrics"})
-    else:
-        labels.update({"job": "dcgm-exporter", "instance": f"{node['name']}:9400"})
+    labels.update(_target(node))
     labels.update(extra)
     return labels
 
@@ -136,14 +151,6 @@ def _workload_labels(node, current):
     if node["scrape"] == SERVICE_MONITOR:
         return {"exported_namespace": current["namespace"], "exported_pod": current["pod"], "exported_container": "main"}
     return {"namespace": current["namespace"], "pod": current["pod"], "container": "main"}
-
-
-def _namespace_of(labels):
-    return labels.get("exported_namespace") or labels.get("namespace") or ""
-
-
-def _pod_of(labels):
-    return labels.get("exported_pod") or labels.get("pod") or ""
 
 
 class Month:
@@ -176,7 +183,10 @@ class Month:
         for step in range(self.steps):
             hour = step * self.step_hours
             timestamp = MONTH_START + step * self.interval + SCRAPE_OFFSET_SECONDS
-            if any(start <= hour < end for start, end in node["gaps"]):
+            down = any(start <= hour < end for start, end in node["gaps"])
+            if index == 0:
+                self.add("up", _target(node), timestamp, 0 if down else 1)
+            if down:
                 self.count(self.truth["unknown"], (node["name"], str(index)), "available", self.step_hours)
                 continue
             self.count(self.truth["nodes"], node["name"], "available", self.step_hours)
@@ -184,29 +194,31 @@ class Month:
                 used = 0
                 for instance in gpu["mig"]:
                     used += self._device(node, index, instance, hour, timestamp, instance["slices"] / node["gpu"]["slices"], {
-                        "GPU_I_ID": instance["gpu_instance"], "GPU_I_PROFILE": instance["profile"]})
+                        "GPU_I_ID": instance["gpu_instance"], "GPU_I_PROFILE": instance["profile"]}, gpu["instance_fb"])
                 # dcgm-exporter also reports the whole MIG GPU's framebuffer, without workload labels and without SM activity.
                 self.add("DCGM_FI_DEV_FB_USED", _labels(node, index, {}), timestamp, used)
             else:
                 self._device(node, index, gpu, hour, timestamp, 1.0, {})
 
-    def _device(self, node, index, device, hour, timestamp, weight, instance_labels):
+    def _device(self, node, index, device, hour, timestamp, weight, instance_labels, fb_exported=True):
         current = next((item for item in device["allocations"] if item["start_h"] <= hour < item["end_h"]), None)
         labels = _labels(node, index, dict(instance_labels, **_workload_labels(node, current)))
-        fb = current["fb_mib"] + self.rng.randint(-200, 200) if current else 0
+        fb = current["fb_mib"] + self.rng.randint(-200, 200) if current else FREE_MIG_FB_MIB if instance_labels else 0
         sm = sm_active(current["pattern"], hour, self.rng) if current else 0.0
-        self.add("DCGM_FI_DEV_FB_USED", labels, timestamp, fb)
+        if fb_exported:
+            self.add("DCGM_FI_DEV_FB_USED", labels, timestamp, fb)
         self.add("DCGM_FI_PROF_SM_ACTIVE", labels, timestamp, sm)
         hours = weight * self.step_hours
-        namespace = _namespace_of(labels)
+        # Allocated means a pod holds the device (docs/gpu-occupancy.md); a free one belongs to no namespace.
+        namespace = current["namespace"] if current else ""
         self.count(self.truth["namespaces"], namespace, "available", hours)
-        if fb > 0:
+        if current:
             active = sm > THRESHOLD
             for table, key in ((self.truth["nodes"], node["name"]), (self.truth["namespaces"], namespace)):
                 self.count(table, key, "allocated", hours)
                 self.count(table, key, "active" if active else "idle", hours)
             if not active:
-                key = (node["name"], str(index), instance_labels.get("GPU_I_ID"), namespace, _pod_of(labels))
+                key = (node["name"], str(index), instance_labels.get("GPU_I_ID"), namespace, current["pod"])
                 entry = self.truth["idle"].setdefault(key, {"hours": 0.0, "since": timestamp, "until": timestamp})
                 entry["hours"] += hours
                 entry["until"] = timestamp
@@ -245,7 +257,8 @@ class Month:
         """All samples as OpenMetrics, one metric family after the other, each series' samples in time order."""
         with open(path, "w", encoding="utf-8") as out:
             for metric, help_text in (("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
-                                      ("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.")):
+                                      ("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned."),
+                                      ("up", "Whether the scrape target answered (written by Prometheus itself).")):
                 out.write(f"# HELP {metric} {help_text}\n# TYPE {metric} gauge\n")
                 for (name, labels), points in sorted(self.series.items()):
                     if name != metric:

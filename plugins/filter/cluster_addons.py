@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.onprem.gpu.plugins.module_utils._addons import datacenter
+from ansible_collections.onprem.gpu.plugins.module_utils._addons import datacenter, datacenter_name_problem
 from ansible_collections.onprem.gpu.plugins.module_utils._addons_apply import RENDERED_KINDS, kind_id, plan, rendered_objects, report
 from ansible_collections.onprem.gpu.plugins.module_utils._addons_charts import (
     CHART_KINDS,
@@ -87,8 +87,9 @@ def describe(hostvars, groups, settings):
             nodes.append({
                 "name": str(_get(host_vars, "kube_node_name", host)),
                 "model": str(_get(host_vars, "node_gpu_model", "")),
-                "gpu_count": int(_get(host_vars, "node_gpu_count", 0)),
-                "labels": dict(_get(host_vars, "kube_node_labels", {}) or {}),
+                # As given: _addons_inputs refuses "eight" or a list of labels in one sentence each.
+                "gpu_count": _get(host_vars, "node_gpu_count", 0),
+                "labels": _get(host_vars, "kube_node_labels", {}) or {},
                 "taints": list(_get(host_vars, "kube_node_taints", []) or []),
                 "mig_layout": _get(host_vars, "mig_layout"),
                 "mig_layouts": _get(host_vars, "mig_layouts", dc_settings.get("mig_layouts")) or {},
@@ -104,8 +105,11 @@ def describe(hostvars, groups, settings):
         dc_settings["cluster_addons_nccl"] = nccl
         descriptions.append({
             "name": name,
+            "hosts": hosts,
             "kubeconfig": kubeconfig(anchor_vars, name, dc_settings.get("cluster_addons_kubeconfig")),
             "kube_version": str(_get(anchor_vars, "kube_version", "") or ""),
+            "kube_pod_cidr": _get(anchor_vars, "kube_pod_cidr"),
+            "kube_service_cidr": _get(anchor_vars, "kube_service_cidr"),
             "settings": dc_settings,
             "nodes": nodes,
             "rails": [dict(rail) for rail in (_get(first, "rdma_rails", []) or [])] if workers else [],
@@ -126,17 +130,20 @@ def kubeconfig(anchor_vars, name, configured):
 
 
 def cluster_addons_plan(hostvars, groups, settings):
-    """Per datacenter: ``{name, kubeconfig, kinds, problems, files}``; files (path under clusters/<name>/ -> YAML) only without
-    problems; kinds ({api_version, kind}) are those direct apply reads from the cluster."""
+    """Per datacenter: ``{name, name_problem, kubeconfig, kinds, problems, files}``; files (path under clusters/<name>/ -> YAML)
+    only without problems; name_problem the sentence refusing a name that cannot name a directory (also in problems); kinds
+    ({api_version, kind}) are those direct apply reads from the cluster."""
     plans = []
     for description in describe(hostvars, groups, _plain(settings)):
+        name_problem = datacenter_name_problem(description["name"], description["hosts"])
         try:
             dc = datacenter(description)
-            files = {} if dc.problems else tree(dc)
+            problems = ([name_problem] if name_problem else []) + dc.problems
+            files = {} if problems else tree(dc)
         except (KeyError, TypeError, ValueError) as error:
             raise AnsibleFilterError(f"cluster_addons_plan: datacenter {description['name']}: {error}") from None
-        plans.append({"name": dc.name, "kubeconfig": description["kubeconfig"], "kube_version": description["kube_version"],
-                      "problems": dc.problems, "files": files,
+        plans.append({"name": dc.name, "name_problem": name_problem, "kubeconfig": description["kubeconfig"],
+                      "kube_version": description["kube_version"], "problems": problems, "files": files,
                       "kinds": [{"api_version": api_version, "kind": kind} for api_version, kind in RENDERED_KINDS]})
     return plans
 

@@ -14,8 +14,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.onprem.gpu.plugins.module_utils._occupancy_cost import CostError, datacenter_costs, model_costs
 
 # Settings read per datacenter from the variables of its GPU nodes (group_vars of the datacenter, or all).
-SETTINGS = ("prometheus_url", "selector", "start", "end", "step", "sm_active_threshold", "bearer_token", "ca_path",
-            "client_cert", "client_key", "validate_certs")
+SETTINGS = ("prometheus_url", "selector", "start", "end", "step", "sm_active_threshold", "ca_path", "client_cert", "client_key",
+            "validate_certs", "replica_labels")
+# Kept out of the datacenters the playbook loops over: a loop item is printed with its result (-v, and on any failure).
+SECRETS = ("bearer_token",)
 RESULT_KEYS = ("window", "total", "nodes", "namespaces", "idle_allocations", "unknown", "timeline", "sm_active_threshold", "queries")
 
 
@@ -23,11 +25,12 @@ def gpu_occupancy_plan(hosts, hostvars):
     """The datacenters of ``hosts`` (GPU nodes) with their nodes, settings and cost models, and the input problems.
 
     Returns ``{"datacenters": [{"datacenter", "nodes": {host: {"model", "gpus"}}, "expected_nodes": {host: gpus}, "settings": {...},
-    "cost_models": {...}}], "problems": [sentence, ...]}``; the playbook stops on any problem.
+    "cost_models": {...}}], "secrets": {datacenter: {"bearer_token": ...}}, "problems": [sentence, ...]}``; the playbook stops
+    on any problem.
     """
     if not isinstance(hosts, list) or not hosts:
-        return {"datacenters": [], "problems": ["The inventory has no GPU node (group gpu_nodes) to report on."]}
-    problems, datacenters = [], {}
+        return {"datacenters": [], "secrets": {}, "problems": ["The inventory has no GPU node (group gpu_nodes) to report on."]}
+    problems, datacenters, secrets = [], {}, {}
     for host in sorted(hosts):
         variables = hostvars[host]
         name = variables.get("datacenter")
@@ -36,10 +39,11 @@ def gpu_occupancy_plan(hosts, hostvars):
             continue
         entry = datacenters.setdefault(name, {"datacenter": name, "nodes": {}, "expected_nodes": {}, "settings": {},
                                               "cost_models": variables.get("gpu_occupancy_cost_models")})
-        for setting in SETTINGS:
+        for setting in SETTINGS + SECRETS:
             value = variables.get("gpu_occupancy_" + setting)
-            if value not in (None, "") and setting not in entry["settings"]:
-                entry["settings"][setting] = value
+            kept = secrets.setdefault(name, {}) if setting in SECRETS else entry["settings"]
+            if value not in (None, "") and setting not in kept:
+                kept[setting] = value
         model, count = variables.get("node_gpu_model"), variables.get("node_gpu_count")
         if not model or not isinstance(count, int) or isinstance(count, bool) or count <= 0:
             problems.append(f"{host} needs node_gpu_model and a positive node_gpu_count to be measured and costed.")
@@ -50,7 +54,7 @@ def gpu_occupancy_plan(hosts, hostvars):
         if not entry["settings"].get("prometheus_url"):
             problems.append(f"Datacenter {entry['datacenter']} has no gpu_occupancy_prometheus_url (the Prometheus that scrapes its dcgm-exporter).")
         problems += _cost_problems(entry)
-    return {"datacenters": [datacenters[name] for name in sorted(datacenters)], "problems": problems}
+    return {"datacenters": [datacenters[name] for name in sorted(datacenters)], "secrets": secrets, "problems": problems}
 
 
 def _cost_problems(entry):

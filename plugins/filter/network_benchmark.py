@@ -252,7 +252,9 @@ def _stages(runs):
             # One line only when every run has the same threshold; the report's tables give each run's.
             "threshold": thresholds.pop() if len(thresholds) == 1 else None,
             "min_size": members[0].get("min_size"),
-            "series": [{"label": run["title"].split(" (")[0], "points": run["series"][0]["points"]} for run in members],
+            # Each run's threshold and verdict mark its bar when a stage has more runs than curves can show.
+            "series": [{"label": run["title"].split(" (")[0], "points": run["series"][0]["points"], "threshold": run["threshold"],
+                        "verdict": run["verdict"]} for run in members],
         })
     return stages
 

@@ -33,6 +33,7 @@ RENDERED_KINDS = (
     ("v1", "ResourceQuota"),
     ("v1", "LimitRange"),
     ("v1", "ConfigMap"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
     ("storage.k8s.io/v1", "StorageClass"),

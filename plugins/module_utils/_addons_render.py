@@ -19,6 +19,7 @@ except ImportError:  # the render runs on the controller (filter cluster_addons_
     yaml = None
 
 from ansible_collections.onprem.gpu.plugins.module_utils._addons import GPU_RESOURCE, TEAM_LABEL, metric_resource
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import mig_resource
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "onprem.gpu"}
 HEADER = "# Rendered by onprem.gpu.cluster_addons from the inventory; edit the inventory and render again.\n"
@@ -29,6 +30,8 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"
 ROOT_APPLICATION_FILE = "argocd/root.yaml"
 # mig_owner gpu_operator: the ConfigMap of the site's MIG layouts that the operator's mig-manager reads.
 MIG_LAYOUTS_CONFIGMAP = "onprem-gpu-mig-layouts"
+# The StorageClass's provisioner, and the name local-path-provisioner is told to run under.
+LOCAL_PATH_PROVISIONER = "rancher.io/local-path"
 
 
 def _dumper():
@@ -72,6 +75,8 @@ def tree(dc):
         files["apps/whereabouts.yaml"] = [_application(dc, "whereabouts", whereabouts_values(dc))]
     for team in dc.teams:
         files[f"teams/{team['name']}.yaml"] = _team_objects(dc, team)
+    if any(team.get("group") for team in dc.teams):
+        files["rbac/team-edit.yaml"] = [_team_edit_role()]
     texts = {path: dump(documents) for path, documents in sorted(files.items()) if documents}
     texts["kustomization.yaml"] = dump([{
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -303,6 +308,43 @@ def _priority_classes(dc):
 
 # --- Teams -------------------------------------------------------------------------------------------------------
 
+# The ClusterRole of a team's group in its namespaces: Kubernetes' edit (its system:aggregate-to-edit rules, kubernetes
+# plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go, 1.35) without NetworkPolicies, so a tenant can neither delete
+# the namespace's default-deny nor add a policy that opens it; reads come from view, bound beside it. Without the
+# extensions group, which serves none of these since Kubernetes 1.22.
+TEAM_EDIT_ROLE = "onprem-gpu-team-edit"
+_READ = ["get", "list", "watch"]
+_WRITE = ["create", "delete", "deletecollection", "patch", "update"]
+_TEAM_EDIT_RULES = [
+    {"apiGroups": [""], "resources": ["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"], "verbs": _READ},
+    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]},
+    {"apiGroups": [""], "resources": ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"], "verbs": _WRITE},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["configmaps", "events", "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale",
+                                      "secrets", "serviceaccounts", "services", "services/proxy"], "verbs": _WRITE},
+    {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+    {"apiGroups": ["apps"], "resources": ["daemonsets", "deployments", "deployments/rollback", "deployments/scale", "replicasets",
+                                          "replicasets/scale", "statefulsets", "statefulsets/scale"], "verbs": _WRITE},
+    {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": _WRITE},
+    {"apiGroups": ["batch"], "resources": ["cronjobs", "jobs"], "verbs": _WRITE},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _WRITE},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": _WRITE},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": _WRITE + _READ},
+]
+
+
+def _team_edit_role():
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _metadata(TEAM_EDIT_ROLE), "rules": _TEAM_EDIT_RULES}
+
+
+def pod_security_labels(dc, team):
+    """Pod Security Admission labels of a team namespace: the team's level (pod_security, else cluster_addons_pod_security),
+    pinned to the cluster's minor version. warn and audit at the same level also judge the pod templates of Jobs and
+    Deployments (enforce judges pods only), so a Job whose pods would be refused says so when it is created."""
+    level = team.get("pod_security") or _setting(dc, "pod_security")
+    return {f"pod-security.kubernetes.io/{mode}{suffix}": value
+            for mode in ("enforce", "audit", "warn") for suffix, value in (("", level), ("-version", dc.pod_security_version))}
+
 def team_quota(dc, team):
     """A team namespace's ResourceQuota: what the team can reach through Kueue (nominal quota plus what it may borrow)."""
     gpus = team.get("gpus") or {}
@@ -336,7 +378,7 @@ def _team_objects(dc, team):
     labels = {TEAM_LABEL: name}
     objects = []
     for namespace in team["namespaces"]:
-        objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": _metadata(namespace, labels=labels)})
+        objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": _metadata(namespace, labels=dict(labels, **pod_security_labels(dc, team)))})
     for namespace in team["namespaces"]:
         objects.append({
             "apiVersion": "v1", "kind": "ResourceQuota", "metadata": _metadata("team-quota", namespace, labels),
@@ -346,13 +388,15 @@ def _team_objects(dc, team):
             "apiVersion": "v1", "kind": "LimitRange", "metadata": _metadata("team-defaults", namespace, labels),
             "spec": {"limits": [dict({"type": "Container"}, **_setting(dc, "limit_range"))]},
         })
-        for role, group in (("edit", team.get("group")), ("view", team.get("viewer_group"))):
-            if group:
+        # team-member, not the former team-edit: a RoleBinding's roleRef cannot change, so the old binding is pruned instead.
+        for binding, role, groups in (("team-member", TEAM_EDIT_ROLE, [team.get("group")]),
+                                      ("team-view", "view", [team.get("group"), team.get("viewer_group")])):
+            if any(groups):
                 objects.append({
                     "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                    "metadata": _metadata(f"team-{role}", namespace, labels),
+                    "metadata": _metadata(binding, namespace, labels),
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group} for group in groups if group],
                 })
         objects.extend(_network_policies(dc, namespace, labels))
         objects.append({
@@ -470,7 +514,9 @@ def local_path_values(dc):
     """local-path-provisioner: volumes only on the GPU nodes' NVMe cache, nowhere else (empty default paths)."""
     node_paths = [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": []}]
     node_paths.extend({"node": node.name, "paths": [node.local_path_dir]} for node in dc.nodes if node.local_path_dir)
-    return {"storageClass": {"create": False}, "nodePathMap": node_paths}
+    # The chart names its provisioner cluster.local/<release fullname> unless told (templates/_helpers.tpl of
+    # rancher/local-path-provisioner's chart), and PVCs of a StorageClass whose provisioner nobody runs never bind.
+    return {"storageClass": {"create": False, "provisionerName": LOCAL_PATH_PROVISIONER}, "nodePathMap": node_paths}
 
 
 def _storage_class(dc):
@@ -478,7 +524,7 @@ def _storage_class(dc):
     return {
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
         "metadata": _metadata(storage["name"], annotations={"storageclass.kubernetes.io/is-default-class": str(bool(storage["default"])).lower()}),
-        "provisioner": "rancher.io/local-path",
+        "provisioner": LOCAL_PATH_PROVISIONER,
         "reclaimPolicy": "Delete",
         "volumeBindingMode": "WaitForFirstConsumer",
         "allowedTopologies": [{"matchLabelExpressions": [{
@@ -489,20 +535,43 @@ def _storage_class(dc):
 
 # --- Alerts -------------------------------------------------------------------------------------------------------
 
+# XIDs NVIDIA's XID catalogue lays at the application's door (13 graphics engine exception, 31 memory page fault, 43 GPU
+# stopped processing): the application is restarted, the GPU is not drained.
+APPLICATION_XIDS = (13, 31, 43)
+
+
+def _with_hostname(expression):
+    # dcgm-exporter names the node label Hostname up to 4.5.3-4.8.2 and hostname from its PR #655 on: copy it to hostname.
+    return f'label_replace({expression}, "hostname", "$1", "Hostname", "(.+)")'
+
+
 def idle_gpu_expression(alerts):
-    """Per GPU (or MIG instance): SM activity under the threshold while memory is used or a pod holds it."""
+    """Per GPU (or MIG instance) a pod holds: SM activity under the threshold.
+
+    dcgm-exporter adds pod/namespace/container only to the series of a GPU a pod holds (its
+    internal/pkg/transformation/kubernetes.go). Scraped through a ServiceMonitor, prometheus-operator gives every series the
+    target's own pod and namespace too: with honorLabels (what this render sets) the exporter's pod replaces the target's,
+    so a series whose pod is still the target's (as on the up series of its instance) is a free GPU; without honorLabels
+    the workload's labels are exported_pod/exported_namespace. Framebuffer use says nothing: a free MIG instance uses some.
+    """
     window = alerts["idle_window"]
+    honoured = f'(avg_over_time(DCGM_FI_PROF_SM_ACTIVE{{pod!=""}}[{window}]) unless on (instance, pod) up)'
+    renamed = (f'label_replace(label_replace(avg_over_time(DCGM_FI_PROF_SM_ACTIVE{{exported_pod!=""}}[{window}]), '
+               '"pod", "$1", "exported_pod", "(.+)"), "namespace", "$1", "exported_namespace", "(.+)")')
     return (
-        f"max by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE, namespace, pod) (avg_over_time(DCGM_FI_PROF_SM_ACTIVE[{window}]))"
-        f" < {alerts['idle_sm_active']}\n"
-        "and on (Hostname, gpu, GPU_I_ID)\n"
-        "(\n"
-        f"  max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_FB_USED) > {alerts['idle_fb_used_mib']}\n"
-        "  or\n"
-        # dcgm-exporter does not report framebuffer use of MIG instances on every driver: a pod holding it counts.
-        "  max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_PROF_SM_ACTIVE{pod!=\"\"})\n"
-        ")"
+        "max by (hostname, gpu, GPU_I_ID, GPU_I_PROFILE, namespace, pod) (\n"
+        f"  {_with_hostname(honoured + chr(10) + '  or ' + renamed)}\n"
+        f") < {alerts['idle_sm_active']}"
     )
+
+
+def xid_expression(application):
+    """A new XID in the last 10 minutes. DCGM_FI_DEV_XID_ERRORS keeps the last XID until the exporter restarts
+    (dcgm-exporter issue #500), so its value alone would fire for ever: a change of value is the event."""
+    xid = "DCGM_FI_DEV_XID_ERRORS"
+    which = " or ".join(f"{xid} == {code}" for code in APPLICATION_XIDS) if application else \
+        f"{xid} != 0 " + " ".join(f"!= {code}" for code in APPLICATION_XIDS)
+    return f"max by (hostname, gpu, GPU_I_ID) ({_with_hostname(f'(({which}) and changes({xid}[10m]) > 0)')})"
 
 
 def prometheus_rule(dc):
@@ -511,7 +580,7 @@ def prometheus_rule(dc):
     expected = []
     for node in dc.nodes:
         resources = ([(GPU_RESOURCE, node.whole_gpus * node.replicas)] if node.whole_gpus else []) + sorted(
-            ("nvidia.com/mig-" + profile, count) for profile, count in node.mig_devices.items())
+            (mig_resource(profile), count) for profile, count in node.mig_devices.items())
         expected.extend({
             "record": "onprem_gpu:node_allocatable_expected", "expr": f"vector({count})",
             "labels": {"node": node.name, "resource": metric_resource(resource)},
@@ -538,12 +607,12 @@ def prometheus_rule(dc):
             {"record": "onprem_gpu:gpu_idle_allocated", "expr": idle_gpu_expression(alerts)},
             {
                 "alert": "GPUAllocatedButIdle",
-                "expr": "count by (Hostname) (onprem_gpu:gpu_idle_allocated) > 0",
+                "expr": "count by (hostname) (onprem_gpu:gpu_idle_allocated) > 0",
                 "for": alerts["idle_for"],
                 "labels": {"severity": "warning"},
                 "annotations": {
-                    "summary": "{{ $labels.Hostname }}: {{ $value }} GPUs hold memory but do no work",
-                    "description": f"GPUs of {{{{ $labels.Hostname }}}} have memory allocated (or a pod) but SM activity below "
+                    "summary": "{{ $labels.hostname }}: {{ $value }} GPUs held by pods do no work",
+                    "description": f"GPUs (or MIG instances) of {{{{ $labels.hostname }}}} held by pods have had SM activity below "
                                    f"{alerts['idle_sm_active']} for {alerts['idle_for']}.",
                 },
             },
@@ -551,11 +620,21 @@ def prometheus_rule(dc):
         {"name": "onprem-gpu-health", "rules": [
             {
                 "alert": "GPUXidError",
-                "expr": "max by (Hostname, gpu, GPU_I_ID) (max_over_time(DCGM_FI_DEV_XID_ERRORS[5m])) > 0",
+                "expr": xid_expression(application=False),
                 "labels": {"severity": "critical"},
                 "annotations": {
-                    "summary": "{{ $labels.Hostname }} GPU {{ $labels.gpu }} reported XID {{ $value }}",
+                    "summary": "{{ $labels.hostname }} GPU {{ $labels.gpu }} reported XID {{ $value }}",
                     "description": "See NVIDIA's XID catalogue; 48, 63, 64, 74, 79, 94 and 95 usually need a drain and a GPU reset or a reboot.",
+                },
+            },
+            {
+                "alert": "GPUXidApplicationError",
+                "expr": xid_expression(application=True),
+                "labels": {"severity": "warning"},
+                "annotations": {
+                    "summary": "{{ $labels.hostname }} GPU {{ $labels.gpu }} reported application XID {{ $value }}",
+                    "description": "XIDs 13, 31 and 43 are faults of the application on that GPU (NVIDIA's XID catalogue): "
+                                   "restart or fix the application; the GPU needs no reset.",
                 },
             },
             {

@@ -70,7 +70,7 @@ class Outcome:
 def settings_problems(settings):
     """Return one sentence per setting that cannot build a cache (empty when all are fine)."""
     problems = []
-    if not _NAME.match(settings.array_name) or not _LABEL.match(settings.label):
+    if not _NAME.fullmatch(settings.array_name) or not _LABEL.fullmatch(settings.label):
         problems.append(
             f"array_name needs 1 to 16 and label 1 to 12 letters, digits, '-' or '_' (an XFS label holds 12 characters); "
             f"got '{settings.array_name}' and '{settings.label}'."

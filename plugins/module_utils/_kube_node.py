@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.onprem.gpu.plugins.module_utils._os_release import is_debian_family
+from ansible_collections.onprem.gpu.plugins.module_utils._validate import labels_problems
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -50,7 +51,7 @@ _FSTAB_SWAP = re.compile(r"^([^#\s]+\s+\S+\s+swap\s.*)$", re.MULTILINE)
 
 
 def _minor(version) -> tuple[int, int] | None:
-    match = _VERSION.match(str(version))
+    match = _VERSION.fullmatch(str(version))
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
@@ -94,7 +95,7 @@ def input_problems(host: str, settings: dict) -> list[str]:
         problems.append(f"{host}: kube_version must be a full Kubernetes version such as 1.35.4 (got {version if version is not None else 'nothing'}); "
                         "set it in the group_vars of the datacenter.")
     endpoint = settings.get("api_endpoint")
-    if not isinstance(endpoint, str) or not _ENDPOINT.match(endpoint):
+    if not isinstance(endpoint, str) or not _ENDPOINT.fullmatch(endpoint):
         problems.append(f"{host}: kube_api_endpoint must be the host:port where the cluster's API answers, for example 10.10.0.10:6443 or "
                         f"api.dc1.example.internal:6443 (got {endpoint if endpoint is not None else 'nothing'}); set it in the group_vars of the datacenter.")
     pools = settings.get("pools") or []
@@ -106,7 +107,10 @@ def input_problems(host: str, settings: dict) -> list[str]:
     if not isinstance(labels, dict) or not taints_ok:
         problems.append(f"{host}: kube_node_labels must be a mapping of label names to values and kube_node_taints a list of "
                         f"{{key, value, effect}} with effect NoSchedule, PreferNoSchedule or NoExecute (got {labels} and {taints}).")
-    elif settings.get("kubelet_labels", True):
+    else:
+        # kubelet takes the labels as one --node-labels=key=value,... argument: a ',' or '=' in a value would add labels.
+        problems += labels_problems(f"{host}: kube_node_labels", labels)
+    if isinstance(labels, dict) and taints_ok and settings.get("kubelet_labels", True):
         refused = sorted(name for name in labels if kubelet_label_refused(str(name)))
         if refused:
             problems.append(f"{host}: kubelet may not set {', '.join(refused)} on its own Node (NodeRestriction allows only kubelet.kubernetes.io/*, "

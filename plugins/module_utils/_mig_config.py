@@ -190,7 +190,7 @@ def _parse_device_filter(where, device_filter):
     filters = device_filter if isinstance(device_filter, list) else [device_filter]
     parsed = []
     for value in filters:
-        match = _DEVICE_FILTER.match(value) if isinstance(value, str) else None
+        match = _DEVICE_FILTER.fullmatch(value) if isinstance(value, str) else None
         if match is None:
             raise MigConfigError(
                 f"{where} has device-filter {value!r}; each filter must be a PCI device and vendor id written 0xDDDDVVVV, "

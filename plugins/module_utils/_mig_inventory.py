@@ -6,7 +6,8 @@
 
 The inventory names the node's GPU model (``node_gpu_model``) and count (``node_gpu_count``), the layout it takes
 (``mig_layout``) and the site's layouts (mig-parted v1). The checks are those ``mig_config`` makes on the node,
-done from the inventory: the layout name, the format, GPU indices the node lacks, profiles its model does not have.
+done from the inventory: the layout name, the format, GPU indices the node lacks, profiles its model does not have,
+instances that do not fit one GPU.
 A model outside the collection's tables is checked for the name and format only: its driver lists its profiles,
 and ``mig_config`` checks them on the node before its first change.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import model_info
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_config import MigConfigError, parse_configs, resolve_layout
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import LayoutError, check_layout
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import mig_model
 
 
@@ -54,6 +56,12 @@ def inventory_layout(host, model, gpu_count, layout, layouts, strict=True, unkno
                 f"MIG layout {layout!r} of node {host} names profile {unknown[0]} that an {model} does not offer "
                 f"(it offers {', '.join(table.profile_names())})."
             )
+    # As mig_config checks it on the node: nine 1g.10gb on an H100 (at most seven fit) would count as nine instances.
+    for index, gpu in sorted(wanted.items()) if table is not None else ():
+        try:
+            check_layout(table, gpu.mig_devices if gpu.mig_enabled else {})
+        except LayoutError as error:
+            return {}, f"MIG layout {layout!r} of node {host} cannot be applied to GPU {index}, an {model}: {error}."
     return wanted, None
 
 

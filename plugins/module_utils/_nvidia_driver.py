@@ -226,12 +226,13 @@ class Request:
     repo_components: list
     kernel_headers: list
     repo_key_url: str = ""
+    repo_key_fingerprint: str = ""
 
     @property
     def repository(self):
         """The driver repository as the package_source role takes it."""
         return {"name": self.repo_name, "url": self.repo_url, "suites": list(self.repo_suites), "components": list(self.repo_components),
-                "key_url": self.repo_key_url}
+                "key_url": self.repo_key_url, "key_fingerprint": self.repo_key_fingerprint}
 
 
 @dataclass

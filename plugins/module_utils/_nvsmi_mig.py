@@ -314,6 +314,10 @@ class NvidiaSmi:
         """Request MIG mode on one GPU; return the output, which warns (exit 0) when the change waits for a reset."""
         return self._check([self.binary, "-i", str(index), "-mig", "1" if enabled else "0"])
 
+    def set_persistence_mode(self, indices, enabled):
+        """Turn persistence mode on or off on GPUs in one call."""
+        return self._check([self.binary, "-i", ",".join(str(index) for index in indices), "-pm", "1" if enabled else "0"])
+
     def reset(self, indices):
         """Reset GPUs in one call, as mig-parted does; return (succeeded, output): a refused reset is a state to report."""
         rc, stdout, stderr = self._run([self.binary, "-r", "-i", ",".join(str(index) for index in indices)])

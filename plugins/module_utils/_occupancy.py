@@ -4,8 +4,10 @@
 
 """GPU occupancy from dcgm-exporter metrics in Prometheus: the PromQL, and the accounting of its answers.
 
-Per sample step and per GPU series: available = the GPU has a ``DCGM_FI_DEV_FB_USED`` sample; allocated =
-``FB_USED > 0``; active = allocated and ``DCGM_FI_PROF_SM_ACTIVE > threshold``; idle-allocated = allocated and
+Per sample step and per GPU series: available = the series has a ``DCGM_FI_DEV_FB_USED`` or a
+``DCGM_FI_PROF_SM_ACTIVE`` sample (dcgm-exporter issue #512: FB_* may be missing for MIG instances on H100);
+allocated = available and dcgm-exporter attributes the series to a pod (``pod`` beyond the scrape target's own, or
+``exported_pod``); active = allocated and ``SM_ACTIVE > threshold``; idle-allocated = allocated and
 ``SM_ACTIVE <= threshold``. A step without a sample is neither: it is unknown. Prometheus does the per-step work
 with subqueries (``count_over_time((expr)[window:step])``) and answers one number per series or per chart
 bucket, so the query count does not grow with the window or the number of GPUs.
@@ -16,6 +18,7 @@ or a test's recorded answers) and returns the ``data`` member of a Prometheus AP
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -25,17 +28,25 @@ from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import mi
 
 FB_USED = "DCGM_FI_DEV_FB_USED"
 SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
-GPU_LABELS = ("Hostname", "gpu", "UUID")
+UP = "up"
+HAS_POD = 'pod!=""'
+HAS_EXPORTED_POD = 'exported_pod!=""'
+# dcgm-exporter names the node label Hostname up to 4.5.3-4.8.2 and hostname after its PR #655; a series has one.
+NODE_LABELS = ("Hostname", "hostname")
+GPU_LABELS = NODE_LABELS + ("gpu", "UUID")
 INSTANCE_LABELS = GPU_LABELS + ("GPU_I_PROFILE", "GPU_I_ID")
 HOURS_KEYS = ("available_gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "idle_allocated_gpu_hours")
 # Compute slices of a MIG-capable GPU whose model the MIG catalogue does not list: every MIG GPU but the A30 has 7.
 DEFAULT_COMPUTE_SLICES = 7
 # Chart buckets per report: enough for a month at 3 hours a bucket.
 MAX_TIMELINE_POINTS = 240
+# The labels that tell the members of an HA Prometheus pair apart (Prometheus Operator's and the usual external label).
+REPLICA_LABELS = ("prometheus_replica", "replica")
 
 _DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$")
 _DURATION_SECONDS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
 _PROFILE_SLICES = re.compile(r"^(?:[0-9]+c\.)?([0-9]+)g\.")
+_LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_MATCHER = re.compile(r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*$')
 
 
@@ -140,6 +151,12 @@ def selector_matchers(selector):
     return [matcher.strip() for matcher in matchers]
 
 
+def _label_name(value, name):
+    if not isinstance(value, str) or not _LABEL_NAME.match(value):
+        raise OccupancyError(f"{name} must list Prometheus label names such as prometheus_replica, not {value!r}.")
+    return value
+
+
 def _split_matchers(text):
     parts, current, quoted, escaped = [], "", False, False
     for char in text:
@@ -173,21 +190,23 @@ class Queries:
     Prometheus 2 (ranges closed on the left) and 3 (open on the left) alike.
     """
 
-    def __init__(self, window, threshold, selector=""):
+    def __init__(self, window, threshold, selector="", replica_labels=REPLICA_LABELS):
         self.window = window
         matchers = selector_matchers(selector)
         self._extra = "".join("," + matcher for matcher in matchers)
         self._step_range = f"{window.step * 1000 - 1}ms"
         self._step = f"{window.step}s"
         self.threshold = threshold
-        by_gpu = ", ".join(GPU_LABELS)
-        whole = self._last(FB_USED, 'GPU_I_ID=""')
-        instances = self._last(FB_USED, 'GPU_I_ID!=""')
-        # A MIG GPU may also export a whole-GPU series; where it has instance series in the same step, only they count.
-        self.series = f"(({whole} unless on({by_gpu}) {instances}) or {instances})"
-        self.any_series = self._last(FB_USED, "")
+        self._replicas = [_label_name(label, "replica_labels") for label in replica_labels]
+        self.series = self._present("")
+        self.any_series = f"({self._last(FB_USED, '')} or {self._last(SM_ACTIVE, '')})"
         sm_active = self._last(SM_ACTIVE, "")
-        allocated = f"({self.series} > 0)"
+        # dcgm-exporter adds pod/namespace/container only to the series of a GPU a pod holds (its kubernetes.go). Scraped
+        # through a ServiceMonitor every series also carries the target's own pod: with honorLabels the exporter's pod
+        # replaces it, so a series whose pod is the target's (the up series of its instance) is a free GPU; without
+        # honorLabels the workload's pod is exported_pod.
+        up = self._dedupe(f"last_over_time({UP}{{{HAS_POD}}}[{self._step_range}])")
+        allocated = f"(({self._present(HAS_POD)} unless on(instance, pod) {up}) or {self._present(HAS_EXPORTED_POD)})"
         self.per_step = {
             "present": self.series,
             "allocated": allocated,
@@ -195,9 +214,24 @@ class Queries:
             "idle": f"({allocated} and ({sm_active} <= {threshold!r}))",
         }
 
+    def _present(self, matcher):
+        by_gpu = ", ".join(GPU_LABELS)
+
+        def either(device):
+            extra = ",".join(part for part in (device, matcher) if part)
+            return f"({self._last(FB_USED, extra)} or {self._last(SM_ACTIVE, extra)})"
+
+        whole, instances = either('GPU_I_ID=""'), either('GPU_I_ID!=""')
+        # A MIG GPU may also export a whole-GPU series; where it has instance series in the same step, only they count.
+        return f"(({whole} unless on({by_gpu}) {instances}) or {instances})"
+
+    def _dedupe(self, expression):
+        # Both members of an HA pair answer through Thanos or a federation: one series per replica label value would count twice.
+        return f"max without ({', '.join(self._replicas)}) ({expression})" if self._replicas else expression
+
     def _last(self, metric, matcher):
         matchers = ",".join(part for part in (matcher, self._extra.lstrip(",")) if part)
-        return f"last_over_time({metric}{{{matchers}}}[{self._step_range}])"
+        return self._dedupe(f"last_over_time({metric}{{{matchers}}}[{self._step_range}])")
 
     def _over_window(self, function, expression, length):
         return f"{function}(({expression})[{length * 1000 - 1}ms:{self._step}])"
@@ -224,7 +258,7 @@ class Queries:
         return queries
 
 
-def measure(fetch, window, threshold=0.15, selector="", expected_nodes=None, clock=time.monotonic):
+def measure(fetch, window, threshold=0.15, selector="", expected_nodes=None, clock=time.monotonic, replica_labels=REPLICA_LABELS):
     """Run the queries through ``fetch`` and account for them; the module's whole answer but ``changed``.
 
     ``expected_nodes`` maps each node the inventory declares to its GPU count, so that a node or GPU without
@@ -232,7 +266,7 @@ def measure(fetch, window, threshold=0.15, selector="", expected_nodes=None, clo
     """
     threshold = _threshold(threshold)
     expected = _expected_nodes(expected_nodes)
-    queries = Queries(window, threshold, selector)
+    queries = Queries(window, threshold, selector, replica_labels)
     bucket_steps = timeline_bucket_steps(window.steps)
     bucket = bucket_steps * window.step
     log = []
@@ -240,7 +274,7 @@ def measure(fetch, window, threshold=0.15, selector="", expected_nodes=None, clo
     def run(name, path, params):
         started = clock()
         data = fetch(path, params)
-        result = _vector(data, name)
+        result = _vector(data, name, matrix=path.endswith("query_range"))
         log.append({"name": name, "query": params["query"], "seconds": round(clock() - started, 3), "series": len(result)})
         return result
 
@@ -280,9 +314,25 @@ def _expected_nodes(value):
     return expected
 
 
-def _vector(data, name):
+def _vector(data, name, matrix=False):
+    """The samples of an answer, each value checked: a count of steps or a timestamp, a finite number, at least 0."""
     if not isinstance(data, dict) or not isinstance(data.get("result"), list):
         raise OccupancyError(f"Prometheus answered the {name} query without a result list.")
+    for sample in data["result"]:
+        points = sample.get("values") if isinstance(sample, dict) and matrix else [sample.get("value")] if isinstance(sample, dict) else None
+        if not isinstance(points, list) or not isinstance(sample.get("metric"), dict):
+            member = "values" if matrix else "value"
+            raise OccupancyError(f"Prometheus answered the {name} query with a sample without metric labels or {member}: {sample!r:.200}.")
+        for point in points:
+            value = point[1] if isinstance(point, list) and len(point) == 2 else point
+            try:
+                number, _stamp = float(value), float(point[0])
+            except (TypeError, ValueError, KeyError, IndexError):
+                number = float("nan")
+            if not math.isfinite(number) or number < 0:
+                raise OccupancyError(f"Prometheus answered the {name} query with {value!r} for {sample['metric']}: "
+                                     "only finite numbers of at least 0 (step counts and timestamps) are allowed.")
+            point[1] = number
     return data["result"]
 
 
@@ -301,9 +351,9 @@ class _Series:
 
     @classmethod
     def from_labels(cls, labels):
-        # Scraped through a ServiceMonitor, the exporter's own namespace/pod win and the workload's are renamed exported_*.
+        # Without honorLabels the scrape target's namespace/pod win and the workload's are renamed exported_*.
         return cls(
-            node=labels.get("Hostname", ""),
+            node=labels.get("hostname") or labels.get("Hostname") or "",
             gpu=labels.get("gpu", ""),
             uuid=labels.get("UUID", ""),
             profile=labels.get("GPU_I_PROFILE", ""),
@@ -343,10 +393,7 @@ def mig_weight(profile, model=""):
 
 
 def _value(sample):
-    try:
-        return float(sample["value"][1])
-    except (KeyError, IndexError, TypeError, ValueError):
-        raise OccupancyError(f"Prometheus answered a sample without a number: {sample!r}.")
+    return sample["value"][1]
 
 
 def _hours(steps, weight, window):
@@ -357,9 +404,15 @@ def _empty_hours():
     return {key: 0.0 for key in HOURS_KEYS}
 
 
-def _finish(hours):
+def _finish(hours, scope):
     finished = {key: round(value, 6) for key, value in hours.items()}
     available = hours["available_gpu_hours"]
+    if finished["active_gpu_hours"] > finished["available_gpu_hours"]:
+        # Answers of one measurement that disagree (samples written between the queries, a replica label not deduplicated).
+        raise OccupancyError(
+            f"Prometheus answered {finished['active_gpu_hours']:g} active GPU-hours for {scope} but only "
+            f"{finished['available_gpu_hours']:g} available: active hours may not exceed available ones; check replica_labels, "
+            "or end the window earlier than the samples being written.")
     finished["occupancy"] = round(hours["active_gpu_hours"] / available, 6) if available > 0 else None
     return finished
 
@@ -370,14 +423,14 @@ def account(window, answers, timeline, bucket, expected=None):
     step_hours = window.step_hours
     if not answers["present"] and not timeline["available"]:
         raise OccupancyError(
-            f"Prometheus holds no {FB_USED} samples between {iso(window.start)} and {iso(window.end)}: "
+            f"Prometheus holds no {FB_USED} or {SM_ACTIVE} samples between {iso(window.start)} and {iso(window.end)}: "
             "check that dcgm-exporter is scraped, the selector and the window."
         )
     # Available GPU steps per GPU, from the chart buckets (they tile the window exactly).
     gpu_steps, gpu_models, gpu_names = {}, {}, {}
     for sample in timeline["available"]:
         series = _Series.from_labels(sample["metric"])
-        gpu_steps[series.gpu_key] = gpu_steps.get(series.gpu_key, 0) + sum(float(point[1]) for point in sample["values"])
+        gpu_steps[series.gpu_key] = gpu_steps.get(series.gpu_key, 0) + sum(point[1] for point in sample["values"])
         gpu_names[series.gpu_key] = series.gpu or series.uuid
     for sample in answers["present"]:
         series = _Series.from_labels(sample["metric"])
@@ -390,11 +443,14 @@ def account(window, answers, timeline, bucket, expected=None):
         total["available_gpu_hours"] += hours
 
     key_of = {"allocated": "allocated_gpu_hours", "active": "active_gpu_hours", "idle": "idle_allocated_gpu_hours"}
+    attributed = {_key(sample) for sample in answers["allocated"]}
     for name in ("present", "allocated", "active", "idle"):
         for sample in answers[name]:
             series = _Series.from_labels(sample["metric"])
             hours = _hours(_value(sample), series.weight, window)
-            bucket_of_namespace = namespaces.setdefault(series.namespace, _empty_hours())
+            # A free GPU scraped with honorLabels carries the exporter's own namespace: it belongs to no namespace.
+            namespace = series.namespace if _key(sample) in attributed else ""
+            bucket_of_namespace = namespaces.setdefault(namespace, _empty_hours())
             if name == "present":
                 bucket_of_namespace["available_gpu_hours"] += hours
                 continue
@@ -411,19 +467,19 @@ def account(window, answers, timeline, bucket, expected=None):
 
     node_list = []
     for node in sorted(set(nodes) | set(expected)):
-        entry = dict(node=node, **_finish(nodes.get(node, _empty_hours())))
+        entry = dict(node=node, **_finish(nodes.get(node, _empty_hours()), f"node {node}"))
         entry["gpus"] = sum(1 for key in gpu_steps if key[0] == node)
         entry["expected_gpus"] = expected.get(node)
         entry["unknown_gpu_hours"] = round(unknown_by_node.get(node, 0.0), 6)
         node_list.append(entry)
-    total_entry = _finish(total)
+    total_entry = _finish(total, "the whole window")
     total_entry["unknown_gpu_hours"] = round(sum(unknown_by_node.values()), 6)
     total_entry["gpus"] = len(gpu_steps)
     return {
         "window": window.as_dict(),
         "total": total_entry,
         "nodes": node_list,
-        "namespaces": [dict(namespace=name, **_finish(hours)) for name, hours in sorted(namespaces.items())],
+        "namespaces": [dict(namespace=name, **_finish(hours, f"namespace {name!r}")) for name, hours in sorted(namespaces.items())],
         "idle_allocations": idle_allocations,
         "unknown": unknown,
         "timeline": _timeline(window, timeline, bucket, gpu_models),
@@ -489,8 +545,8 @@ def _unknown(window, gpu_steps, gpu_names, sm_gpus, expected):
                 "gpu": None,
                 "kind": "no_series",
                 "unknown_gpu_hours": round(expected[node] * window.hours, 6),
-                "reason": f"{node} has no {FB_USED} series in the window: its exporter is down, the node is absent, "
-                          "or its Hostname label differs from the inventory name.",
+                "reason": f"{node} has no {FB_USED} or {SM_ACTIVE} series in the window: its exporter is down, the node is "
+                          "absent, or its hostname label (Hostname up to dcgm-exporter 4.5.3-4.8.2) differs from the inventory name.",
             })
             continue
         if len(seen) < expected[node]:
@@ -545,7 +601,7 @@ def _timeline(window, timeline, bucket, gpu_models):
                 series.model = gpu_models.get(series.gpu_key, "")
             weight = series.weight if name != "available" else 1.0
             for stamp, value in sample["values"]:
-                add(series.node, key, stamp, _hours(float(value), weight, window))
+                add(series.node, key, stamp, _hours(value, weight, window))
     nodes = {
         node: [dict(time=iso(stamp - bucket), **{key: round(rows[key][index], 6) for key in HOURS_KEYS}) for index, stamp in enumerate(times)]
         for node, rows in sorted(per_node.items())

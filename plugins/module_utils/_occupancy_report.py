@@ -47,6 +47,7 @@ def _table(headers, rows):
 def charts(datacenters):
     """File name -> SVG text of the report's charts."""
     files = {}
+    end = datacenters[0]["occupancy"]["window"]["end"]
     files["occupancy.svg"] = svg.occupancy_chart([
         {
             "label": entry["datacenter"],
@@ -56,7 +57,7 @@ def charts(datacenters):
             "available": [point["available_gpu_hours"] for point in entry["occupancy"]["timeline"]["total"]],
         }
         for entry in datacenters
-    ], "GPU occupancy over time (solid: active, dashed: allocated)")
+    ], end, "GPU occupancy over time (solid: active, dashed: allocated)")
     rows, times = [], []
     for entry in datacenters:
         timeline = entry["occupancy"]["timeline"]
@@ -68,7 +69,7 @@ def charts(datacenters):
                 "idle": [point["idle_allocated_gpu_hours"] for point in points] or [0.0] * len(times),
                 "available": [point["available_gpu_hours"] for point in points] or [0.0] * len(times),
             })
-    files["idle-heatmap.svg"] = svg.heat_map(rows, times)
+    files["idle-heatmap.svg"] = svg.heat_map(rows, times, end)
     teams = {}
     for entry in datacenters:
         for namespace in entry["occupancy"]["namespaces"]:

@@ -27,13 +27,24 @@ REPOSITORY_OPTIONS = {
     "suites": {"type": "list", "elements": "str", "default": []},
     "components": {"type": "list", "elements": "str", "default": []},
     "key_url": {"type": "str", "required": True, "no_log": False},
+    # The full OpenPGP fingerprint the key must have; required for an http:// key_url (module_utils/_package_source.key_url_problem).
+    "key_fingerprint": {"type": "str", "default": "", "no_log": False},
 }
 
 
 def fetch_key(module, repository):
-    """The answer of a repository's key URL: {name, url, status, msg, content (bytes), problem (None when usable)}."""
+    """The answer of a repository's key URL: {name, url, status, msg, content (bytes), problem (None when usable)}.
+
+    The module fails, before the key is used anywhere, when the key may not be fetched as given (plain HTTP without a pinned
+    fingerprint) or the key fetched is not the one pinned."""
+    refusal = source.key_url_problem(repository)
+    if refusal:
+        module.fail_json(msg=refusal)
     response, info = fetch_url(module, repository["key_url"], timeout=30)
     content = response.read() if response is not None else b""
+    mismatch = source.key_pin_problem(repository, content) if info.get("status") == 200 and content else None
+    if mismatch:
+        module.fail_json(msg=mismatch)
     answer = {"name": repository["name"], "url": repository["key_url"], "status": info.get("status", -1), "msg": info.get("msg", ""),
               "content": content}
     answer["problem"] = source.key_problem(answer)

@@ -16,10 +16,15 @@ Driver Installation Guide, "Version locking", pins the driver on Debian and Ubun
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import os
 import re
 import shutil
 import tempfile
+
+from ansible_collections.onprem.gpu.plugins.module_utils._validate import fingerprint, fingerprint_problem
 
 HEADER = "Managed by onprem.gpu: local changes are overwritten."
 ARMORED_KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
@@ -53,17 +58,130 @@ def input_problems(repositories):
     problems, seen = [], {}
     for repository in repositories:
         name = repository.get("name") or ""
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             problems.append(f"The repository name '{name}' is not a file name (letters, digits, '.', '_', '-').")
             continue
         if not repository.get("url") or not repository.get("key_url"):
             problems.append(f"The repository {name} needs both a URL and the URL of the key that signs it "
                             f"(got url '{repository.get('url') or ''}', key_url '{repository.get('key_url') or ''}').")
-        settings = tuple((key, str(repository.get(key))) for key in ("url", "suites", "components", "key_url"))
+        else:
+            problems += [problem for problem in [key_url_problem(repository)] if problem]
+        settings = tuple((key, str(repository.get(key))) for key in ("url", "suites", "components", "key_url", "key_fingerprint"))
         if seen.setdefault(name, settings) != settings:
             problems.append(f"The repository {name} is given twice with different settings: one name is one file, so give each "
                             "repository its own name or the same URL, suites, components and key.")
     return problems
+
+
+# ------------------------------------------------------------------ trusting a signing key
+# A key fetched over plain HTTP is whatever the network path hands over, and APT then trusts every package it signs (as root,
+# on every node): such a key is used only when its fingerprint is pinned (key_fingerprint) and matches.
+
+
+def key_url_problem(repository):
+    """Why a repository's key may not be fetched as given, one sentence, or None: the fingerprint must be a full one, and
+    the key URL https://, or http:// with the fingerprint pinned."""
+    name, url, pin = repository.get("name") or "", repository.get("key_url") or "", repository.get("key_fingerprint") or ""
+    problem = fingerprint_problem(f"The key_fingerprint of the repository {name}", pin)
+    if problem:
+        return problem
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme == "https" or (scheme == "http" and fingerprint(pin)):
+        return None
+    if scheme == "http":
+        return (f"The repository {name} takes its signing key from {url} over plain HTTP with no key_fingerprint, so anything on the network "
+                "path could hand over another key and get packages installed as root on every node: pin the key's fingerprint (the role's "
+                "*_repo_key_fingerprint, or onprem_gpu_mirror_key_fingerprint for the site's mirror) or serve the key over https://.")
+    return (f"The key URL {url!r} of the repository {name} must be an https:// URL, or an http:// one with the key's fingerprint pinned "
+            "(key_fingerprint).")
+
+
+def _armored_payload(text):
+    """The bytes inside an ASCII-armored block (RFC 4880 section 6.2): after the armor headers, before the checksum line."""
+    lines = text.splitlines()
+    start = next((position for position, line in enumerate(lines) if line.strip() == ARMORED_KEY), None)
+    if start is None:
+        return b""
+    body, in_headers = [], True
+    for line in lines[start + 1:]:
+        line = line.strip()
+        if line.startswith("-----END"):
+            break
+        if in_headers:
+            # Armor headers ("Comment: ...") end at the first blank line; a block without headers starts with data at once.
+            if not line or ":" in line:
+                in_headers = bool(line)
+                continue
+            in_headers = False
+        if line.startswith("="):
+            break
+        body.append(line)
+    try:
+        return base64.b64decode("".join(body), validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def key_fingerprints(content):
+    """The fingerprints (upper-case hex) of the primary public keys in a key file, ASCII-armored or binary (RFC 4880 section
+    4.2 packet framing; v4 fingerprints are SHA-1 over 0x99, the 2-byte length and the key packet, RFC 4880 section 12.2;
+    v6 ones SHA-256 over 0x9B and a 4-byte length, RFC 9580 section 5.5.4). Subkeys are not listed; nothing parsable gives []."""
+    data = content.encode() if isinstance(content, str) else (content or b"")
+    if is_armored(data):
+        data = _armored_payload(data.decode("utf-8", "replace"))
+    found, position = [], 0
+    while position < len(data):
+        header = data[position]
+        if not header & 0x80:
+            break
+        if header & 0x40:
+            tag, first = header & 0x3F, position + 1
+            if first >= len(data):
+                break
+            octet = data[first]
+            if octet < 192:
+                length, start = octet, first + 1
+            elif octet < 224 and first + 1 < len(data):
+                length, start = ((octet - 192) << 8) + data[first + 1] + 192, first + 2
+            elif octet == 255:
+                length, start = int.from_bytes(data[first + 1:first + 5], "big"), first + 5
+            else:
+                break
+        else:
+            tag, kind = (header >> 2) & 0x0F, header & 0x03
+            if kind == 3:
+                length, start = len(data) - position - 1, position + 1
+            else:
+                size = (1, 2, 4)[kind]
+                length, start = int.from_bytes(data[position + 1:position + 1 + size], "big"), position + 1 + size
+        body = data[start:start + length]
+        if len(body) < length:
+            break
+        if tag == 6 and body:
+            if body[0] == 4:
+                digest = hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body).hexdigest()  # nosec - the OpenPGP v4 fingerprint is SHA-1
+            elif body[0] == 6:
+                digest = hashlib.sha256(b"\x9b" + len(body).to_bytes(4, "big") + body).hexdigest()
+            else:
+                digest = None
+            if digest and digest.upper() not in found:
+                found.append(digest.upper())
+        position = start + length
+    return found
+
+
+def key_pin_problem(repository, content):
+    """Why a fetched key is not the one pinned (key_fingerprint), one sentence, or None (also when nothing is pinned)."""
+    wanted = fingerprint(repository.get("key_fingerprint") or "")
+    if not wanted:
+        return None
+    found = key_fingerprints(content)
+    if found == [wanted]:
+        return None
+    carried = f"carries the key {', '.join(found)}" if found else "carries no OpenPGP public key"
+    return (f"The signing key {repository.get('key_url')} of the repository {repository.get('name')} {carried} where key_fingerprint pins "
+            f"{wanted} (and only that key): it is not installed; check that the mirror serves the right key and the fingerprint its "
+            "publisher gives.")
 
 
 def key_problem(answer):
@@ -325,7 +443,7 @@ def hold_problems(hold, unhold):
     problems, versions = [], {}
     for name, version in map(split_request, hold):
         problems += _package_name_problems(name)
-        if version is not None and not _DEBIAN_VERSION.match(version):
+        if version is not None and not _DEBIAN_VERSION.fullmatch(version):
             problems.append(f"The version {version!r} of {name} is not a Debian version (an optional epoch 'N:', then a digit, then letters, "
                             "digits, '.', '+', '~' or '-'; no spaces).")
         if version is not None and versions.setdefault(name, version) != version:
@@ -338,7 +456,7 @@ def hold_problems(hold, unhold):
 
 
 def _package_name_problems(name):
-    if _DEBIAN_PACKAGE.match(name):
+    if _DEBIAN_PACKAGE.fullmatch(name):
         return []
     return [f"The package name {name!r} is not a Debian package name (two or more lower-case letters, digits, '+', '-' or '.', "
             "starting with a letter or digit)."]

@@ -93,7 +93,7 @@ def _kernel_at_least(release, wanted):
 def _rails_shape_problems(settings, rails, addressed):
     shaped = (isinstance(rails, list) and len(rails) > 0 and all(isinstance(rail, dict) for rail in rails)
               and all(("interface" in rail) != ("pci" in rail) for rail in rails)
-              and all(_PCI.match(str(rail["pci"])) for rail in rails if "pci" in rail)
+              and all(_PCI.fullmatch(str(rail["pci"])) for rail in rails if "pci" in rail)
               and (not addressed or all(_network(rail.get("subnet")) for rail in rails)))
     if shaped:
         return []

@@ -15,6 +15,11 @@ description:
     task, not one per file. Files whose content is already right are left alone.
   - With O(prune=true), YAML files under O(path) that O(files) does not list are removed, so that an object dropped
     from the inventory also leaves the rendered tree (and Argo CD prunes it).
+  - Nothing is written outside O(path). Below it, every directory and file read, written or removed must be a real one; a
+    symbolic link there (a committed C(apps -> /etc), say) is refused, as is a file that is not UTF-8 text, and with
+    O(prune=true) an O(path) that is a link or has C(.) or C(..) in it. Each file is written to a new temporary file in
+    its directory and moved over the old one. Everything is read and checked before the first write; a failure is one
+    sentence.
   - Used by the C(onprem.gpu.cluster_addons) role to write C(clusters/<datacenter>/) on the controller, and by the
     C(onprem.gpu.network_benchmark) role to write its report (with O(prune=false)).
 author:
@@ -73,23 +78,16 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-
-def _read(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def _stale(root, wanted):
-    stale = []
-    for directory, _subdirectories, names in os.walk(root):
-        for name in names:
-            relative = os.path.relpath(os.path.join(directory, name), root)
-            if name.endswith(".yaml") and relative not in wanted:
-                stale.append(relative)
-    return sorted(stale)
+from ansible_collections.onprem.gpu.plugins.module_utils._file_tree import (
+    FileTreeError,
+    check_root,
+    read,
+    relative_path,
+    remove,
+    remove_empty_directories,
+    stale,
+    write,
+)
 
 
 def main():
@@ -98,37 +96,29 @@ def main():
                        "prune": {"type": "bool", "default": True}},
         supports_check_mode=True,
     )
-    root = module.params["path"]
-    files = {}
-    for relative, text in module.params["files"].items():
-        normal = os.path.normpath(relative)
-        if os.path.isabs(normal) or normal.startswith(".."):
-            module.fail_json(msg=f"File {relative!r} is not a relative path inside {root}.")
-        files[normal] = str(text)
-    written, diffs = [], []
-    for relative, text in sorted(files.items()):
-        before = _read(os.path.join(root, relative))
-        if before != text:
-            written.append(relative)
-            diffs.append({"before": before or "", "after": text, "before_header": relative, "after_header": relative})
-    removed = _stale(root, files) if module.params["prune"] and os.path.isdir(root) else []
-    diffs.extend({"before": _read(os.path.join(root, relative)), "after": "", "before_header": relative, "after_header": relative}
-                 for relative in removed)
-    if not module.check_mode:
-        for relative in written:
-            target = os.path.join(root, relative)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target + ".tmp", "w", encoding="utf-8") as handle:
-                handle.write(files[relative])
-            os.replace(target + ".tmp", target)
-        for relative in removed:
-            os.remove(os.path.join(root, relative))
-        # Directories left empty go too, with prune only: without it nothing under O(path) but O(files) is touched (nor
-        # walked). Bottom-up, and what each directory holds now: a parent emptied by removing its last subdirectory goes too.
-        if module.params["prune"]:
-            for directory, _subdirectories, _names in os.walk(root, topdown=False):
-                if directory != root and not os.listdir(directory):
-                    os.rmdir(directory)
+    root, prune = module.params["path"], module.params["prune"]
+    try:
+        check_root(root, prune)
+        files = {relative_path(root, relative): str(text) for relative, text in module.params["files"].items()}
+        # Everything is read (and every link or undecodable file refused) before the first write.
+        written, diffs = [], []
+        for relative, text in sorted(files.items()):
+            before = read(root, relative)
+            if before != text:
+                written.append(relative)
+                diffs.append({"before": before or "", "after": text, "before_header": relative, "after_header": relative})
+        removed = stale(root, files, ".yaml") if prune and os.path.isdir(root) else []
+        diffs.extend({"before": read(root, relative), "after": "", "before_header": relative, "after_header": relative} for relative in removed)
+        if not module.check_mode:
+            for relative in written:
+                write(root, relative, files[relative])
+            for relative in removed:
+                remove(root, relative)
+            # With prune only: without it nothing under O(path) but O(files) is touched (nor walked).
+            if prune:
+                remove_empty_directories(root)
+    except FileTreeError as error:
+        module.fail_json(msg=str(error))
     module.exit_json(changed=bool(written or removed), written=written, removed=removed, diff=diffs)
 
 

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: container_runtime_facts
 short_description: Read what the container_runtime role checks, in one task
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Reads, each only when asked, the signing keys of package repositories, what the package sources offer
     and which packages are installed and held, containerd's merged configuration and whether the daemon answers,

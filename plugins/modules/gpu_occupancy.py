@@ -12,18 +12,21 @@ short_description: Measure available, allocated, active and idle-allocated GPU-h
 version_added: 0.1.0
 description:
   - Reads the dcgm-exporter metrics C(DCGM_FI_DEV_FB_USED) and C(DCGM_FI_PROF_SM_ACTIVE) from Prometheus over a window and
-    counts, per sample step and per GPU series, whether the GPU was available (it has a sample), allocated
-    (C(FB_USED > 0)), active (allocated and C(SM_ACTIVE) above O(sm_active_threshold)) or idle-allocated (allocated and
-    not active). GPU-hours are steps times the step; occupancy is active over available.
-  - GPU series are keyed by their C(Hostname) and C(UUID) (or C(gpu) index) labels. MIG instances (series with
+    counts, per sample step and per GPU series, whether the GPU was available (it has a sample of either), allocated
+    (dcgm-exporter attributes it to a pod), active (allocated and C(SM_ACTIVE) above O(sm_active_threshold)) or
+    idle-allocated (allocated and not active). GPU-hours are steps times the step; occupancy is active over available.
+  - A series is attributed to a pod when it carries C(exported_pod), or a C(pod) other than the scrape target's own (the
+    C(pod) of the C(up) series of its C(instance)); framebuffer use is not allocation, a free MIG instance uses some.
+  - GPU series are keyed by their C(hostname) (C(Hostname) up to dcgm-exporter 4.5.3-4.8.2) and C(UUID) (or C(gpu) index) labels. MIG instances (series with
     C(GPU_I_PROFILE) and C(GPU_I_ID)) count with the weight of their compute slices, C(3g.40gb) on an H100 being 3/7 of
     the GPU; an A30 has 4 compute slices. A whole-GPU series of a MIG GPU counts only in steps without instance series.
   - Prometheus does the per-step work with subqueries; the module sends a fixed number of queries (eleven) whatever the
     window and the number of GPUs, and receives one number per series and per chart bucket.
   - A step without a sample is unknown, never idle. Nodes of O(expected_nodes) without series, GPUs missing from a node,
     gaps in a GPU's series and GPUs without C(SM_ACTIVE) are listed in RV(unknown).
-  - The module only reads. Prometheus unreachable, credentials refused, a query Prometheus rejects and a window without
-    any sample fail the task with one sentence.
+  - The module only reads. Prometheus unreachable, credentials refused, a query Prometheus rejects, an answer over
+    O(max_response_mib), a sample that is not a finite number of at least 0, answers that disagree (more active than
+    available hours) and a window without any sample fail the task with one sentence.
 author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
@@ -95,11 +98,23 @@ options:
     description: Seconds each query may take.
     type: int
     default: 120
+  replica_labels:
+    description:
+      - Labels that tell the members of an HA Prometheus pair apart (seen through Thanos Query without deduplication, or a
+        federation). Every series is taken once, whatever their values; an empty list turns this off.
+    type: list
+    elements: str
+    default: [prometheus_replica, replica]
+  max_response_mib:
+    description: The largest answer, in MiB, read for one query; a larger one fails the task rather than filling the memory.
+    type: int
+    default: 256
 notes:
   - "The metric and label names are those of NVIDIA's dcgm-exporter (https://github.com/NVIDIA/dcgm-exporter).
     C(DCGM_FI_PROF_SM_ACTIVE) is a profiling metric that its default counters list leaves commented out: enable it."
-  - Scraped through a ServiceMonitor, the workload's C(namespace) and C(pod) labels become C(exported_namespace) and
-    C(exported_pod); those win when both are present.
+  - Scraped through a ServiceMonitor with C(honorLabels) true (what C(cluster_addons) renders), the workload's C(namespace)
+    and C(pod) replace the exporter's own; with C(honorLabels) false they become C(exported_namespace) and C(exported_pod),
+    which then win. Series of free GPUs count under the namespace V("").
 seealso:
   - name: GPU occupancy and cost
     description: The definitions, the cost model and the report playbook (docs/gpu-occupancy.md in this collection).
@@ -180,7 +195,7 @@ total:
       type: float
       sample: 720.0
     allocated_gpu_hours:
-      description: GPU-hours with C(FB_USED > 0), MIG-weighted.
+      description: GPU-hours a pod held, MIG-weighted.
       returned: always
       type: float
       sample: 720.0
@@ -210,13 +225,13 @@ total:
       type: int
       sample: 24
 nodes:
-  description: One entry per C(Hostname) label and per expected node, in name order.
+  description: One entry per C(hostname) (or C(Hostname)) label and per expected node, in name order.
   returned: always
   type: list
   elements: dict
   contains:
     node:
-      description: The node (the C(Hostname) label).
+      description: The node (the C(hostname) or C(Hostname) label).
       returned: always
       type: str
       sample: dc1-gpu1
@@ -226,7 +241,7 @@ nodes:
       type: float
       sample: 720.0
     allocated_gpu_hours:
-      description: GPU-hours with C(FB_USED > 0), MIG-weighted.
+      description: GPU-hours a pod held, MIG-weighted.
       returned: always
       type: float
       sample: 720.0
@@ -262,7 +277,7 @@ nodes:
       sample: 0.0
 namespaces:
   description:
-    - One entry per workload namespace (C(exported_namespace), else C(namespace); V("") for series without either), in name order.
+    - One entry per workload namespace (C(exported_namespace), else C(namespace); V("") for series no pod holds), in name order.
     - A namespace's available hours are the (MIG-weighted) hours its series had samples, the time it held GPUs.
   returned: always
   type: list
@@ -279,7 +294,7 @@ namespaces:
       type: float
       sample: 720.0
     allocated_gpu_hours:
-      description: GPU-hours with C(FB_USED > 0), MIG-weighted.
+      description: GPU-hours a pod held, MIG-weighted.
       returned: always
       type: float
       sample: 720.0
@@ -438,6 +453,7 @@ class PrometheusClient:
     def __init__(self, params):
         self.url = params["prometheus_url"].rstrip("/")
         self.params = params
+        self.max_bytes = params["max_response_mib"] * 1024 * 1024
 
     def __call__(self, path, form):
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
@@ -456,12 +472,16 @@ class PrometheusClient:
                 timeout=self.params["timeout"],
                 follow_redirects="safe",
             )
-            body = response.read()
+            body = response.read(self.max_bytes + 1)
         except HTTPError as error:
             raise OccupancyError(self._http_error(error))
         except (URLError, socket.timeout, ConnectionError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise OccupancyError(f"Prometheus at {self.url} cannot be reached: {reason}.")
+        if len(body) > self.max_bytes:
+            raise OccupancyError(
+                f"Prometheus at {self.url} answered a query with more than max_response_mib={self.params['max_response_mib']} MiB, "
+                "the most allowed: narrow the selector, lengthen the step, or raise max_response_mib.")
         return self._data(body)
 
     def _http_error(self, error):
@@ -504,11 +524,15 @@ def main():
             client_key=dict(type="path", no_log=False),
             validate_certs=dict(type="bool", default=True),
             timeout=dict(type="int", default=120),
+            replica_labels=dict(type="list", elements="str", default=["prometheus_replica", "replica"]),
+            max_response_mib=dict(type="int", default=256),
         ),
         required_by={"client_key": "client_cert"},
         supports_check_mode=True,
     )
     params = module.params
+    if params["max_response_mib"] < 1:
+        module.fail_json(msg=f"max_response_mib must be at least 1 (MiB), not {params['max_response_mib']}.")
     try:
         window = make_window(params["start"], params["end"], params["step"])
         result = measure(
@@ -517,6 +541,7 @@ def main():
             threshold=params["sm_active_threshold"],
             selector=params["selector"],
             expected_nodes=params["expected_nodes"],
+            replica_labels=params["replica_labels"],
         )
     except OccupancyError as error:
         module.fail_json(msg=str(error))

@@ -18,7 +18,8 @@ description:
     C(gpu-occupancy.json) (everything).
   - Its input is what M(onprem.gpu.gpu_occupancy) measured, costed by the C(onprem.gpu.gpu_occupancy_cost) filter;
     C(playbooks/gpu_occupancy_report.yml) chains them.
-  - Files are written only when their content changes, each in one atomic move.
+  - Files are written only when their content changes, each in one atomic move, never through a symbolic link in the
+    directory (one there is refused).
 author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
@@ -68,22 +69,12 @@ path:
   sample: /srv/reports/gpu/2026-10
 """
 
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.onprem.gpu.plugins.module_utils._file_tree import FileTreeError, check_root, read, write
 from ansible_collections.onprem.gpu.plugins.module_utils._occupancy_report import report_files
 
 REQUIRED_KEYS = ("datacenter", "occupancy", "costs")
-
-
-def _current(path):
-    try:
-        with open(path, "r", encoding="utf-8") as existing:
-            return existing.read()
-    except OSError:
-        return None
 
 
 def main():
@@ -102,19 +93,15 @@ def main():
         files = report_files(datacenters)
     except (KeyError, TypeError, ValueError) as error:
         module.fail_json(msg=f"The datacenters are not what gpu_occupancy and gpu_occupancy_cost return: {error!r}.")
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        module.fail_json(msg=f"{directory} exists and is not a directory.")
-    result = {}
-    for name, content in sorted(files.items()):
-        target = os.path.join(directory, name)
-        result[name] = {"changed": _current(target) != content}
-        if result[name]["changed"] and not module.check_mode:
-            os.makedirs(directory, mode=0o755, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.")
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(content)
-            os.chmod(temporary, 0o644)
-            module.atomic_move(temporary, target)
+    try:
+        check_root(directory)
+        result = {name: {"changed": read(directory, name) != content} for name, content in sorted(files.items())}
+        if not module.check_mode:
+            for name, content in sorted(files.items()):
+                if result[name]["changed"]:
+                    write(directory, name, content)
+    except FileTreeError as error:
+        module.fail_json(msg=str(error))
     module.exit_json(changed=any(entry["changed"] for entry in result.values()), files=result, path=directory)
 
 

@@ -91,7 +91,15 @@ options:
     elements: str
     default: []
   repo_key_url:
-    description: URL of the repository's ASCII-armored signing key; empty takes NVIDIA's for the platform.
+    description:
+      - URL of the repository's ASCII-armored signing key; empty takes NVIDIA's for the platform.
+      - An C(http://) URL needs O(repo_key_fingerprint); any other scheme than C(https://) and C(http://) is refused.
+    type: str
+    default: ""
+  repo_key_fingerprint:
+    description:
+      - The full OpenPGP fingerprint (40 hexadecimal digits) the signing key must have; the key is used only when it is that
+        key and no other. Required with an C(http://) O(repo_key_url).
     type: str
     default: ""
   kernel_headers_packages:
@@ -166,7 +174,7 @@ verify_problems:
   type: list
   elements: str
 repository:
-  description: The driver repository resolved (C(name), C(url), C(suites), C(components), C(key_url)), as the package_source role writes it.
+  description: The driver repository resolved (C(name), C(url), C(suites), C(components), C(key_url), C(key_fingerprint)), as the package_source role writes it.
   returned: when the inputs, the platform and the driver repository could be read
   type: dict
 family:
@@ -215,12 +223,19 @@ def run(module, argv, ok=(0,)):
     return rc, stdout, stderr
 
 
-def fetch_key(module, url):
+def fetch_key(module, repository):
+    """The repository's key (text) and None, or None and the sentence why it cannot be used; the key's URL and fingerprint are
+    judged as package_source judges them, before the key is fetched and before it is used."""
+    url = repository["key_url"]
+    refusal = package_source.key_url_problem(repository)
+    if refusal:
+        return None, refusal.replace("the role's *_repo_key_fingerprint", "nvidia_driver_repo_key_fingerprint", 1)
     response, info = fetch_url(module, url, timeout=30)
     status = info.get("status", -1)
     content = response.read().decode("utf-8", "replace") if response is not None else ""
     if status == 200 and KEY_HEADER in content:
-        return content, None
+        mismatch = package_source.key_pin_problem(repository, content)
+        return (None, mismatch) if mismatch else (content, None)
     if status > 0:
         problem = f"answered HTTP {status} with no ASCII-armored signing key"
     else:
@@ -315,6 +330,7 @@ def main():
             repo_suites=dict(type="list", elements="str", default=[]),
             repo_components=dict(type="list", elements="str", default=[]),
             repo_key_url=dict(type="str", default="", no_log=False),
+            repo_key_fingerprint=dict(type="str", default="", no_log=False),
             kernel_headers_packages=dict(type="list", elements="str", default=[]),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             load_failure=dict(type="str", default=""),
@@ -344,9 +360,9 @@ def main():
         repo_url=params["repo_url"] or platform.repo_url, repo_suites=params["repo_suites"] or list(platform.repo_suites),
         repo_components=params["repo_components"] or list(platform.repo_components),
         kernel_headers=params["kernel_headers_packages"] or driver.kernel_headers(platform, kernel),
-        repo_key_url=params["repo_key_url"] or platform.key_url,
+        repo_key_url=params["repo_key_url"] or platform.key_url, repo_key_fingerprint=params["repo_key_fingerprint"],
     )
-    key, problem = fetch_key(module, request.repo_key_url)
+    key, problem = fetch_key(module, request.repository)
     if problem:
         module.exit_json(changed=False, problems=[problem], ansible_facts=facts)
     installed = read_installed(module, platform)

@@ -67,9 +67,18 @@ options:
         elements: str
         default: []
       key_url:
-        description: URL of the key that signs the repository (ASCII-armored or binary).
+        description:
+          - URL of the key that signs the repository (ASCII-armored or binary).
+          - C(https://), or C(http://) with O(repositories[].key_fingerprint); any other is refused before anything is fetched.
         type: str
         required: true
+      key_fingerprint:
+        description:
+          - The full OpenPGP fingerprint (40 hexadecimal digits, spaces allowed) of the signing key. The key fetched is used only
+            when it holds that key and no other; otherwise the module fails in one sentence and writes nothing.
+          - Required when O(repositories[].key_url) is C(http://).
+        type: str
+        default: ""
   packages:
     description:
       - Packages to ask the repositories for, C(name) or C(name=version) (a version matches C(version) and C(version-*)).

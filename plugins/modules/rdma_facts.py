@@ -288,14 +288,14 @@ def required_command(module, option, purpose):
 
 def netdevs_of(names, ports):
     """Netdevs as they are and PCI addresses as the netdev of the port there (dropped when no port is)."""
-    found = [next((port["netdev"] for port in ports if port.get("pci_address") == name.lower()), None) if PCI.match(name) else name
+    found = [next((port["netdev"] for port in ports if port.get("pci_address") == name.lower()), None) if PCI.fullmatch(name) else name
              for name in names]
     return [name for position, name in enumerate(found) if name and name not in found[:position]]
 
 
 def pci_addresses_of(names, ports):
     """PCI addresses as they are and netdevs as the PCI address of their port (dropped when no port has it)."""
-    found = [name if PCI.match(name) else next((port["pci_address"] for port in ports if port.get("netdev") == name), None)
+    found = [name if PCI.fullmatch(name) else next((port["pci_address"] for port in ports if port.get("netdev") == name), None)
              for name in names]
     return [name for position, name in enumerate(found) if name and name not in found[:position]]
 

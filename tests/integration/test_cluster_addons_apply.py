@@ -137,8 +137,8 @@ def reported(result):
     return json.loads(body)["msg"]
 
 
-RENDERED_RESOURCES = ("namespaces", "resourcequotas", "limitranges", "configmaps", "rolebindings", "networkpolicies", "storageclasses",
-                      "resourceflavors", "clusterqueues", "localqueues", "workloadpriorityclasses", "network-attachment-definitions",
+RENDERED_RESOURCES = ("namespaces", "resourcequotas", "limitranges", "configmaps", "clusterroles", "rolebindings", "networkpolicies",
+                      "storageclasses", "resourceflavors", "clusterqueues", "localqueues", "workloadpriorityclasses", "network-attachment-definitions",
                       "nicclusterpolicies", "prometheusrules", "applications")
 
 
@@ -233,9 +233,9 @@ def test_a_second_run_changes_nothing(cluster):
 
 
 def test_a_removed_team_is_pruned_and_objects_not_labelled_are_left(cluster):
-    vision = {"Namespace vision", "ResourceQuota vision/team-quota", "LimitRange vision/team-defaults", "RoleBinding vision/team-edit",
-              "NetworkPolicy vision/default-deny", "NetworkPolicy vision/allow-training", "LocalQueue vision/default", "ConfigMap vision/nccl-env",
-              "ClusterQueue vision"}
+    vision = {"Namespace vision", "ResourceQuota vision/team-quota", "LimitRange vision/team-defaults", "RoleBinding vision/team-member",
+              "RoleBinding vision/team-view", "NetworkPolicy vision/default-deny", "NetworkPolicy vision/allow-training", "LocalQueue vision/default",
+              "ConfigMap vision/nccl-env", "ClusterQueue vision"}
     before = labelled(cluster)
     assert vision <= before
     checked = play(cluster, "-e", json.dumps(LLM_ONLY), check=True)

@@ -73,8 +73,9 @@ def test_one_datacenter_by_its_cluster_label(lab, capsys):
     result = run_module(capsys, prometheus_url=lab["url"], selector='cluster="dc2"', expected_nodes={"dc2-gpu1": 8}, **MONTH)
     assert [node["node"] for node in result["nodes"]] == ["dc2-gpu1"]
     assert hours(result["total"]) == lab["truth"]["nodes"]["dc2-gpu1"]
-    # dc2 is scraped through a ServiceMonitor: the workload's namespace is exported_namespace, the exporter's own namespace.
-    assert [entry["namespace"] for entry in result["namespaces"]] == ["gpu-operator", "research", "team-nlp"]
+    # dc2 is scraped through a ServiceMonitor without honorLabels: the workload's namespace is exported_namespace, and a
+    # free GPU's namespace label is the exporter's own (gpu-operator), which is no namespace's GPU time.
+    assert [entry["namespace"] for entry in result["namespaces"]] == ["", "research", "team-nlp"]
 
 
 def test_a_node_without_series_is_unknown_not_idle(lab, capsys):
@@ -82,24 +83,33 @@ def test_a_node_without_series_is_unknown_not_idle(lab, capsys):
     assert hours(result["total"]) == lab["truth"]["total"]
     missing = [entry for entry in result["unknown"] if entry["kind"] == "no_series"]
     assert missing == [{"node": "dc2-gpu9", "gpu": None, "kind": "no_series", "unknown_gpu_hours": 5760.0,
-                        "reason": "dc2-gpu9 has no DCGM_FI_DEV_FB_USED series in the window: its exporter is down, the node is absent, "
-                                  "or its Hostname label differs from the inventory name."}]
+                        "reason": "dc2-gpu9 has no DCGM_FI_DEV_FB_USED or DCGM_FI_PROF_SM_ACTIVE series in the window: its exporter "
+                                  "is down, the node is absent, or its hostname label (Hostname up to dcgm-exporter 4.5.3-4.8.2) "
+                                  "differs from the inventory name."}]
 
 
 def test_a_window_without_data(lab, capsys):
     result = run_module(capsys, prometheus_url=lab["url"], start="2026-08-01T00:00:00Z", end="2026-09-01T00:00:00Z", step=INTERVAL)
-    assert result["msg"] == ("Prometheus holds no DCGM_FI_DEV_FB_USED samples between 2026-08-01T00:00:00Z and 2026-09-01T00:00:00Z: "
-                             "check that dcgm-exporter is scraped, the selector and the window.")
+    assert result["msg"] == ("Prometheus holds no DCGM_FI_DEV_FB_USED or DCGM_FI_PROF_SM_ACTIVE samples between 2026-08-01T00:00:00Z and "
+                             "2026-09-01T00:00:00Z: check that dcgm-exporter is scraped, the selector and the window.")
 
 
-def run_report(lab, report_dir, *extra):
+def run_report(lab, report_dir, *extra, cwd=REPO):
     environment = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     return subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", str(REPO / "inventories" / "lab"), str(REPO / "playbooks" / "gpu_occupancy_report.yml"),
          "-e", f"gpu_occupancy_report_dir={report_dir}", "-e", f"gpu_occupancy_prometheus_url={lab['url']}",
          "-e", f"gpu_occupancy_step={INTERVAL}", *extra],
-        cwd=REPO, env=environment, capture_output=True, text=True, timeout=300, check=False,
+        cwd=cwd, env=environment, capture_output=True, text=True, timeout=300, check=False,
     )
+
+
+def test_a_relative_report_dir_is_relative_to_where_the_play_runs(lab, tmp_path):
+    """Not to playbooks/, where a module resolves a relative path: the report would land inside the collection."""
+    result = run_report(lab, "reports/2026-10", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert (tmp_path / "reports" / "2026-10" / "gpu-occupancy.md").is_file()
+    assert not (REPO / "playbooks" / "reports").exists()
 
 
 def test_the_report_of_the_lab_month(lab, tmp_path):

@@ -136,11 +136,19 @@ def mirror(tmp_path):
     server.shutdown()
 
 
-def mirror_check(tmp_path, mirror, version):
+def served_fingerprint(tmp_path):
+    """The fingerprint of the key the mirror serves, as gpg shows it (the mirror is plain HTTP, so its key is pinned)."""
+    listing = subprocess.run(["gpg", "--show-keys", "--with-colons", str(tmp_path / "mirror" / "Release.key")], capture_output=True, text=True,
+                             check=True, env=dict(os.environ, GNUPGHOME=str(tmp_path / "gnupg"))).stdout
+    return next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+
+
+def mirror_check(tmp_path, mirror, version, fingerprint=None):
     playbook = tmp_path / "mirror_check.yml"
+    fingerprint = served_fingerprint(tmp_path) if fingerprint is None else fingerprint
     playbook.write_text(yaml.safe_dump([{
         "name": "kube_node's mirror check on this machine", "hosts": "all", "connection": "local", "gather_facts": False,
-        "vars": {"kube_version": version, "kube_node_repo_url": mirror},
+        "vars": {"kube_version": version, "kube_node_repo_url": mirror, "kube_node_repo_key_fingerprint": fingerprint},
         # The entry point `preflight` with the role's own variables, less its systemd units (this machine may not run
         # systemd as PID 1): the same module call on the mirror and the same problems filter.
         "tasks": [
@@ -184,3 +192,24 @@ def test_a_mirror_signed_with_another_key_is_refused(tmp_path, mirror):
     output = one_line(result.stdout)
     assert f"node-test cannot read the Kubernetes repository {mirror} (APT cannot read {mirror} (suites /, components none):" in output
     assert "NO_PUBKEY" in output and "check kube_node_repo_url, that the mirror is up" in output
+
+
+def test_a_plain_http_key_without_its_fingerprint_is_never_fetched(tmp_path, mirror):
+    result = mirror_check(tmp_path, mirror, "1.35.4", fingerprint="")
+    assert result.returncode != 0
+    assert (f"The repository kubernetes takes its signing key from {mirror}Release.key over plain HTTP with no key_fingerprint, so anything on "
+            "the network path could hand over another key and get packages installed as root on every node") in one_line(result.stdout)
+
+
+def test_a_key_that_is_not_the_pinned_one_is_refused(tmp_path, mirror):
+    """A network path that hands over its own key (here: the mirror serves another) is caught by the pin before APT trusts it."""
+    pinned = served_fingerprint(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    (tmp_path / "other-gnupg").mkdir(mode=0o700)
+    signed_flat_repository(other, tmp_path / "other-gnupg")
+    (tmp_path / "mirror" / "Release.key").write_bytes((other / "Release.key").read_bytes())
+    result = mirror_check(tmp_path, mirror, "1.35.4", fingerprint=pinned)
+    assert result.returncode != 0
+    assert (f"The signing key {mirror}Release.key of the repository kubernetes carries the key {served_fingerprint(tmp_path)} where "
+            f"key_fingerprint pins {pinned} (and only that key): it is not installed") in one_line(result.stdout)

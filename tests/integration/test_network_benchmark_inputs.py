@@ -63,11 +63,14 @@ def test_bad_fabric_description_stops_before_any_run(tmp_path, overrides, messag
     assert "PLAY [Install nccl-tests and OpenMPI" not in result.stdout
 
 
-def test_interconnect_without_a_threshold_is_refused(tmp_path):
-    result = run_benchmark(lab_inventory_copy(tmp_path, {}), "-e", '{"network_benchmark_nvlink_busbw": {"Hopper/NVSwitch": 480}}')
-    output = one_line(result.stdout)
+def test_a_threshold_override_that_is_not_a_number_is_refused_by_name(tmp_path):
+    # Overrides are merged over the GPU catalogue's thresholds: one for Hopper leaves the A100 nodes the catalogue's.
+    overrides = '{"network_benchmark_nvlink_busbw": {"Hopper/NVSwitch": 480}, "network_benchmark_nvlink_ring_busbw": {"Ampere/NVSwitch": "fast"}}'
+    result = run_benchmark(lab_inventory_copy(tmp_path, {}), "-e", overrides)
+    output = one_line(result.stdout + result.stderr)
     assert result.returncode != 0
-    assert "dc2-gpu1:" in output and "the Ampere/NVSwitch interconnect needs an entry in network_benchmark_nvlink_busbw" in output
+    assert "network_benchmark_nvlink_ring_busbw['Ampere/NVSwitch'] must be a number of GB/s above 0, not 'fast'." in output, output[-2000:]
+    assert "PLAY [Install nccl-tests and OpenMPI" not in result.stdout
 
 
 def test_syntax():

@@ -1,7 +1,8 @@
 """The mig role's boot-time restore (roles/mig/files/onprem-mig-restore) against the lab's nvidia-smi double: after a
 reboot the double lists no GPU instances and Hopper GPUs have MIG mode off (lab/doubles/nvidia_smi/README.md); the
 restore creates the recorded instances again at the same placements, changes nothing where they are, and leaves a GPU
-holding other instances alone.
+holding other instances alone. An Ampere GPU applies a pending MIG mode change at the reboot and keeps it: the restore
+never changes it back, and the record the mig_config module writes holds the mode being applied.
 """
 import json
 import os
@@ -27,13 +28,19 @@ def node():
         yield Node(pathlib.Path(directory))
 
 
-class Node:
-    """Two H100 GPUs behind the double; `nvidia-smi` in the node's bin directory is the double with its inputs."""
+@pytest.fixture()
+def dc2_node():
+    with tempfile.TemporaryDirectory(prefix="mig-restore-") as directory:
+        yield Node(pathlib.Path(directory), "NVIDIA A100-SXM4-80GB", 8, "dc2-gpu1")
 
-    def __init__(self, directory):
+
+class Node:
+    """GPUs behind the double (two H100 unless told); `nvidia-smi` in the node's directory is the double with its inputs."""
+
+    def __init__(self, directory, model="NVIDIA H100 80GB HBM3", count=2, seed="dc1-gpu1"):
         self.directory = directory
         self.state = directory / "state.json"
-        (directory / "hardware.json").write_text(json.dumps({"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 2, "seed": "dc1-gpu1"}))
+        (directory / "hardware.json").write_text(json.dumps({"gpu_model": model, "gpu_count": count, "seed": seed}))
         (directory / "driver.json").write_text(json.dumps({"driver_version": "580.65.06", "cuda_version": "13.0"}))
         shutil.copyfile(DOUBLE, directory / "double")
         self.smi = directory / "nvidia-smi"
@@ -58,10 +65,32 @@ class Node:
         rows = [LGI_ROW.match(line.strip()) for line in result.stdout.splitlines()]
         return sorted((int(row.group(1)), row.group(2), int(row.group(4)), int(row.group(5))) for row in rows if row)
 
-    def reboot(self):
+    def edit_state(self, change):
+        self.call("--query-gpu=index", "--format=csv")  # the double's bookkeeping first, so that a new count is applied
         state = json.loads(self.state.read_text())
-        state["boots"] = state.get("boots", 0) + 1
+        change(state)
         self.state.write_text(json.dumps(state))
+
+    def reboot(self):
+        self.edit_state(lambda state: state.update(boots=state.get("boots", 0) + 1))
+
+    def modes(self):
+        return self.call("--query-gpu=mig.mode.current,mig.mode.pending", "--format=csv,noheader").splitlines()
+
+    def apply(self, selected, mig_configs):
+        """Run the mig_config module (as the mig role does, with GPU resets allowed) and write the record as the role does."""
+        collections = self.directory / "collections"
+        (collections / "ansible_collections" / "onprem").mkdir(parents=True, exist_ok=True)
+        (collections / "ansible_collections" / "onprem" / "gpu").symlink_to(ROOT, target_is_directory=True)
+        arguments = {"selected": selected, "mig_configs": mig_configs, "nvidia_smi": str(self.smi)}
+        result = subprocess.run([sys.executable, "-m", "ansible_collections.onprem.gpu.plugins.modules.mig_config"],
+                                input=json.dumps({"ANSIBLE_MODULE_ARGS": arguments}), capture_output=True, text=True, check=False,
+                                timeout=120, env=dict(os.environ, PYTHONPATH=str(collections)))
+        shutil.rmtree(collections)
+        outcome = json.loads(result.stdout)
+        assert "failed" not in outcome, outcome
+        self.record.write_text(json.dumps({"layout": selected, "gpus": outcome["gpu_instances"]}))
+        return outcome
 
     def restore(self, *extra):
         return subprocess.run([PYTHON, str(RESTORE), "--config", str(self.record), "--nvidia-smi", str(self.smi), *extra],
@@ -133,3 +162,53 @@ def test_a_gpu_missing_from_the_node_or_a_bad_record_fails(node):
     node.record.write_text("{not json")
     bad = node.restore()
     assert bad.returncode == 2 and bad.stderr.startswith("error: cannot read the record")
+
+
+DC2_LAYOUTS = {
+    "all-3g.40gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}],
+    "all-disabled": [{"devices": "all", "mig-enabled": False}],
+}
+
+
+def test_an_ampere_gpu_taken_out_of_mig_through_a_reboot_stays_out_and_the_restore_succeeds(dc2_node):
+    # dc2's A100s go to all-disabled while DCGM holds them: the disable waits for a reset, then the node reboots.
+    dc2_node.apply("all-3g.40gb", DC2_LAYOUTS)
+    dc2_node.edit_state(lambda state: state.update(holders=["nv-hostengine"]))
+    outcome = dc2_node.apply("all-disabled", DC2_LAYOUTS)
+    assert outcome["reboot_required"] is True
+    assert dc2_node.modes() == ["Enabled, Disabled"] * 8
+    dc2_node.reboot()
+    assert dc2_node.modes() == ["Disabled, Disabled"] * 8
+
+    restored = dc2_node.restore()
+    # Success: kubelet, which requires the boot unit, starts.
+    assert (restored.returncode, restored.stdout, restored.stderr) == (0, "", "")
+    assert dc2_node.modes() == ["Disabled, Disabled"] * 8
+
+
+def test_an_ampere_gpu_found_out_of_mig_at_boot_is_left_so_whatever_the_record_says(dc2_node):
+    # A record listing the GPU in MIG mode, as one written before its disable (by hand, or by an older collection).
+    dc2_node.apply("all-3g.40gb", DC2_LAYOUTS)
+    dc2_node.call("mig", "-dci", "-i", "0")
+    dc2_node.call("mig", "-dgi", "-i", "0")
+    dc2_node.call("-i", "0", "-mig", "0")
+    dc2_node.reboot()
+    restored = dc2_node.restore()
+    assert restored.returncode == 0, restored
+    assert restored.stdout.splitlines()[0] == (
+        "skipped: GPU 0 has MIG mode Disabled, which it keeps across reboots (Ampere), not Enabled as recorded: left as it is, "
+        "without its 2 recorded GPU instances"
+    )
+    assert dc2_node.modes() == ["Disabled, Disabled"] + ["Enabled, Enabled"] * 7
+    assert [row for row in dc2_node.placements() if row[0] == 1] == [(1, "3g.40gb", 0, 4), (1, "3g.40gb", 4, 4)]
+
+
+def test_an_ampere_mig_enable_left_pending_comes_up_with_its_planned_instances_after_the_reboot(dc2_node):
+    dc2_node.edit_state(lambda state: state.update(holders=["nv-hostengine"]))
+    outcome = dc2_node.apply("all-3g.40gb", DC2_LAYOUTS)
+    assert outcome["reboot_required"] is True and dc2_node.modes() == ["Disabled, Enabled"] * 8
+    dc2_node.reboot()
+    restored = dc2_node.restore()
+    assert restored.returncode == 0, restored
+    assert dc2_node.modes() == ["Enabled, Enabled"] * 8
+    assert [row for row in dc2_node.placements() if row[0] == 7] == [(7, "3g.40gb", 0, 4), (7, "3g.40gb", 4, 4)]

@@ -31,7 +31,7 @@ def test_lines_without_budget_or_seconds_are_kept_as_they_are():
     assert table[-1] == "no-op site.yml, dc1-gpu1: ok=251 skipped=66"
 
 
-@pytest.mark.parametrize("name", ["make test", "unit tests", "ansible-test sanity", "ansible-lint", "molecule", "lab end to end"])
+@pytest.mark.parametrize("name", ["make test", "unit tests", "ansible-test sanity", "ansible-lint", "collection docs", "molecule", "lab end to end"])
 def test_every_stage_of_make_test_has_a_budget(name):
     budgets = yaml.safe_load((ROOT / "tests" / "timing" / "budgets.yml").read_text(encoding="utf-8"))
     assert isinstance(budgets[name], int) and budgets[name] > 0

@@ -33,6 +33,13 @@ def test_plan_groups_nodes_by_datacenter():
     assert plan["datacenters"][0]["settings"] == {"prometheus_url": "http://prometheus.dc1:9090", "selector": 'cluster="dc1"'}
 
 
+def test_plan_keeps_the_bearer_token_out_of_the_loop_items():
+    # The playbook loops over plan["datacenters"]; a loop item is printed with its result (-v, and on failure).
+    plan = gpu_occupancy_plan(["n1"], {"n1": node(gpu_occupancy_bearer_token="s3cret")})
+    assert "s3cret" not in repr(plan["datacenters"])
+    assert plan["secrets"] == {"dc1": {"bearer_token": "s3cret"}}
+
+
 @pytest.mark.parametrize(("variables", "problem"), [
     (node(datacenter=None), "n1 has no datacenter variable, so its occupancy cannot be reported with a datacenter."),
     (node(count=0), "n1 needs node_gpu_model and a positive node_gpu_count to be measured and costed."),
@@ -86,7 +93,7 @@ def test_report_files():
     assert json.loads(files["gpu-occupancy.json"])[0]["costs"]["break_even_occupancy"] == pytest.approx(0.320653, abs=1e-6)
     markdown = files["gpu-occupancy.md"]
     assert "| dc1 | 7.0 | 4.9 | 3.0 | 1.9 | 42.9% | 33.0 | 16,033 EUR |" in markdown
-    assert "- dc1: n2 has no DCGM_FI_DEV_FB_USED series in the window" in markdown
+    assert "- dc1: n2 has no DCGM_FI_DEV_FB_USED or DCGM_FI_PROF_SM_ACTIVE series in the window" in markdown
     assert "| dc1 | n1 | 0 | team-a | p1 | 1.0 | 2026-10-01T02:00:00Z | 2026-10-01T03:00:00Z |" in markdown
     assert "![dc1 cost by occupancy](cost-dc1.svg)" in markdown
 

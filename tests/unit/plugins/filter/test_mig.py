@@ -91,6 +91,19 @@ def test_resource_differences_name_each_count_and_ignore_other_resources():
     assert mig_resource_differences({"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 56}, None) == ["nvidia.com/mig-1g.10gb: advertised 0, expected 56"]
 
 
+def test_a_media_extension_profile_is_awaited_under_the_resource_the_device_plugin_names():
+    """k8s-device-plugin v0.20.0 (internal/rm/rm.go, api/config/v1/resources.go anchored patterns): a 1g.10gb+me instance
+    counts as nvidia.com/mig-1g.10gb.me, apart from the plain 1g.10gb ones; a node advertising that has the layout."""
+    from ansible_collections.onprem.gpu.plugins.filter.mig import mig_resource_differences
+
+    expected = mig_resources([{"mig_enabled": True, "mig_devices": {"1g.10gb+me": 1, "1g.10gb": 6}}] * 2)
+    assert expected == {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 12, "nvidia.com/mig-1g.10gb.me": 2}
+    advertised = {"cpu": "16", "nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "12", "nvidia.com/mig-1g.10gb.me": "2"}
+    assert mig_resource_differences(expected, advertised) == []
+    assert mig_resource_differences(expected, dict(advertised, **{"nvidia.com/mig-1g.10gb.me": "0"})) == [
+        "nvidia.com/mig-1g.10gb.me: advertised 0, expected 2"]
+
+
 def test_component_labels_pause_all_but_false_and_restore_to_true():
     from ansible_collections.onprem.gpu.plugins.filter.mig import mig_component_labels
 

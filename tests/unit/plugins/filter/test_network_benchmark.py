@@ -139,6 +139,9 @@ def test_healthy_runs_name_nobody():
     assert findings["runs"][0]["title"] == "dc1-gpu1 alone (8 x NVIDIA H100 80GB HBM3)" and findings["runs"][0]["duration_s"] == 4.5
     assert [stage["id"] for stage in findings["stages"]] == ["stage-single", "stage-pair"]
     assert findings["stages"][0]["threshold"] == 296.0
+    # Each series carries its run's threshold and verdict, which mark its bar when a rack's stage is drawn as bars.
+    assert [(series["label"], series["threshold"], series["verdict"]) for series in findings["stages"][1]["series"]] == [
+        ("dc1-gpu1 + dc1-gpu4", 296.0, "pass"), ("dc1-gpu2 + dc1-gpu3", 296.0, "pass")]
 
 
 def test_a_pair_localised_node_is_named_alone():

@@ -50,7 +50,7 @@ def test_objects_are_the_kustomization_resources_with_its_labels():
     assert all(OURS.items() <= document["metadata"]["labels"].items() for _path, document in objects)
     # The object's own labels stay beside the kustomization's.
     namespace = next(document for _path, document in objects if document["kind"] == "Namespace" and document["metadata"]["name"] == "llm")
-    assert namespace["metadata"]["labels"] == dict(OURS, **{"onprem.gpu/team": "llm"})
+    assert OURS.items() | {("onprem.gpu/team", "llm"), ("pod-security.kubernetes.io/enforce", "baseline")} <= namespace["metadata"]["labels"].items()
 
 
 def test_every_rendered_kind_is_read_and_prunable():

@@ -278,6 +278,8 @@ def test_read_instances_skips_lci_when_there_is_no_gi():
     [
         pytest.param(lambda smi: smi.set_mig_mode(2, True), ["nvidia-smi", "-i", "2", "-mig", "1"], id="enable"),
         pytest.param(lambda smi: smi.set_mig_mode(2, False), ["nvidia-smi", "-i", "2", "-mig", "0"], id="disable"),
+        pytest.param(lambda smi: smi.set_persistence_mode([0, 3], False), ["nvidia-smi", "-i", "0,3", "-pm", "0"], id="persistence-off"),
+        pytest.param(lambda smi: smi.set_persistence_mode([0, 3], True), ["nvidia-smi", "-i", "0,3", "-pm", "1"], id="persistence-on"),
         pytest.param(lambda smi: smi.create(0, [(9, 4), (19, 0)]), ["nvidia-smi", "mig", "-cgi", "9:4,19:0", "-C", "-i", "0"], id="create"),
         pytest.param(lambda smi: smi.create_compute_instances(1, [5, 6]), ["nvidia-smi", "mig", "-cci", "-gi", "5,6", "-i", "1"], id="complete"),
         pytest.param(lambda smi: smi.compute_apps(), ["nvidia-smi", "--query-compute-apps=pid,process_name,gpu_uuid", "--format=csv"], id="compute-apps"),

@@ -24,7 +24,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._occupancy import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from occupancy_answers import ANSWERS, GPU0, H100, OCTOBER, WINDOW, RecordedPrometheus, gpu_of, instant  # noqa: E402
+from occupancy_answers import ANSWERS, GPU0, H100, OCTOBER, WINDOW, RecordedPrometheus, gpu_of, instant, per_bucket  # noqa: E402
 
 
 @pytest.mark.parametrize(("text", "seconds"), [
@@ -101,18 +101,84 @@ def test_bad_selectors(selector):
 def test_the_promql():
     queries = Queries(Window(OCTOBER, OCTOBER + 86400, 60), 0.15, 'cluster="dc1"')
     instant = queries.instant()
-    whole = 'last_over_time(DCGM_FI_DEV_FB_USED{GPU_I_ID="",cluster="dc1"}[59999ms])'
-    instances = 'last_over_time(DCGM_FI_DEV_FB_USED{GPU_I_ID!="",cluster="dc1"}[59999ms])'
-    series = f"(({whole} unless on(Hostname, gpu, UUID) {instances}) or {instances})"
-    assert instant["present"] == f"count_over_time(({series})[86399999ms:60s])"
-    assert instant["idle"] == (f"count_over_time(((({series} > 0) and (last_over_time(DCGM_FI_PROF_SM_ACTIVE{{cluster=\"dc1\"}}[59999ms]) "
-                               "<= 0.15)))[86399999ms:60s])")
-    assert instant["sm_active_gpus"] == 'count by (Hostname, gpu, UUID) (count_over_time(DCGM_FI_PROF_SM_ACTIVE{cluster="dc1"}[86399999ms]))'
+    whole, instances, cluster, has_pod, has_exported_pod = 'GPU_I_ID=""', 'GPU_I_ID!=""', 'cluster="dc1"', 'pod!=""', 'exported_pod!=""'
+
+    def last(metric, matchers):
+        return f"max without (prometheus_replica, replica) (last_over_time({metric}{{{matchers}}}[59999ms]))"
+
+    def either(*matchers):
+        return f"({last('DCGM_FI_DEV_FB_USED', ','.join(matchers))} or {last('DCGM_FI_PROF_SM_ACTIVE', ','.join(matchers))})"
+
+    def present(*matcher):
+        return f"(({either(whole, *matcher, cluster)} unless on(Hostname, hostname, gpu, UUID) {either(instances, *matcher, cluster)}) or " \
+               f"{either(instances, *matcher, cluster)})"
+
+    # Present by either metric (dcgm-exporter issue #512: FB_* missing for MIG instances on H100); allocated by dcgm-exporter's
+    # pod attribution (internal/pkg/transformation/kubernetes.go), not by framebuffer use; each series once whatever its HA
+    # replica label.
+    allocated = f"(({present(has_pod)} unless on(instance, pod) {last('up', has_pod)}) or {present(has_exported_pod)})"
+    assert instant["present"] == f"count_over_time(({present()})[86399999ms:60s])"
+    assert instant["allocated"] == f"count_over_time(({allocated})[86399999ms:60s])"
+    assert instant["idle"] == f"count_over_time((({allocated} and ({last('DCGM_FI_PROF_SM_ACTIVE', cluster)} <= 0.15)))[86399999ms:60s])"
+    assert instant["sm_active_gpus"] == ('count by (Hostname, hostname, gpu, UUID) '
+                                         '(count_over_time(DCGM_FI_PROF_SM_ACTIVE{cluster="dc1"}[86399999ms]))')
     assert sorted(instant) == ["active", "allocated", "idle", "idle_first", "idle_last", "present", "sm_active_gpus"]
     timeline = queries.timeline(3600)
-    assert timeline["available"] == ('count_over_time((count by (Hostname, gpu, UUID) '
-                                     '(last_over_time(DCGM_FI_DEV_FB_USED{cluster="dc1"}[59999ms])))[3599999ms:60s])')
+    assert timeline["available"] == f"count_over_time((count by (Hostname, hostname, gpu, UUID) ({either(cluster)}))[3599999ms:60s])"
     assert sorted(timeline) == ["active", "allocated", "available", "idle"]
+
+
+def test_replica_labels_are_configurable():
+    queries = Queries(Window(OCTOBER, OCTOBER + 3600, 60), 0.15, replica_labels=["thanos_replica"])
+    assert "max without (thanos_replica) (last_over_time(" in queries.instant()["present"]
+    assert "without" not in Queries(Window(OCTOBER, OCTOBER + 3600, 60), 0.15, replica_labels=[]).instant()["present"]
+    with pytest.raises(OccupancyError, match=r"^replica_labels must list Prometheus label names such as prometheus_replica, not 'a-b'\.$"):
+        Queries(Window(OCTOBER, OCTOBER + 3600, 60), 0.15, replica_labels=["a-b"])
+
+
+def test_the_new_hostname_label_names_the_node():
+    # NVIDIA/dcgm-exporter PR #655 renamed Hostname to hostname (internal/pkg/rendermetrics/render_metrics.go).
+    renamed = {name: [dict(sample, metric={("hostname" if key == "Hostname" else key): value for key, value in sample["metric"].items()})
+                      for sample in samples] for name, samples in ANSWERS.items()}
+    assert measure(RecordedPrometheus(renamed), WINDOW)["nodes"] == measure(RecordedPrometheus(ANSWERS), WINDOW)["nodes"]
+
+
+def test_a_free_gpu_scraped_with_honor_labels_belongs_to_no_namespace():
+    # Present, never allocated: its namespace label is the exporter's own (gpu-operator), not a team's.
+    free = {"Hostname": "n1", "gpu": "2", "UUID": "GPU-2", "modelName": H100, "namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x"}
+    answers = dict(ANSWERS, present=ANSWERS["present"] + [instant(free, 4)], sm_active_gpus=ANSWERS["sm_active_gpus"] + [instant(gpu_of(free), 1)],
+                   timeline_available=ANSWERS["timeline_available"] + [per_bucket(gpu_of(free), [1, 1, 1, 1])])
+    namespaces = {entry["namespace"]: entry for entry in measure(RecordedPrometheus(answers), WINDOW)["namespaces"]}
+    assert sorted(namespaces) == ["", "team-a", "team-b"]
+    assert namespaces[""]["available_gpu_hours"] == 4.0 and namespaces[""]["allocated_gpu_hours"] == 0.0
+
+
+BAD_VALUES = [
+    ("NaN", "'NaN'"), ("+Inf", "'+Inf'"), ("-2", "'-2'"), ("abc", "'abc'"),
+]
+
+
+@pytest.mark.parametrize(("value", "shown"), BAD_VALUES)
+def test_samples_that_are_not_finite_counts_are_refused(value, shown):
+    answers = dict(ANSWERS, active=[{"metric": GPU0, "value": [WINDOW.end, value]}])
+    with pytest.raises(OccupancyError) as error:
+        measure(RecordedPrometheus(answers), WINDOW)
+    assert str(error.value) == (f"Prometheus answered the active query with {shown} for {GPU0}: only finite numbers of at least 0 "
+                                "(step counts and timestamps) are allowed.")
+
+
+def test_a_range_answer_without_values_is_refused():
+    answers = dict(ANSWERS, timeline_available=[{"metric": gpu_of(GPU0)}])
+    with pytest.raises(OccupancyError, match=r"^Prometheus answered the timeline_available query with a sample without metric labels or "
+                                             r"values: \{'metric': "):
+        measure(RecordedPrometheus(answers), WINDOW)
+
+
+def test_more_active_than_available_hours_is_refused():
+    answers = dict(ANSWERS, active=[instant(GPU0, 9)])
+    with pytest.raises(OccupancyError, match=r"^Prometheus answered 9 active GPU-hours for node n1 "
+                                             r"but only 7 available: active hours may not exceed available ones"):
+        measure(RecordedPrometheus(answers), WINDOW)
 
 
 def test_hours_per_node_namespace_and_total():
@@ -160,8 +226,8 @@ def test_missing_data_is_unknown_never_idle():
         ("n1", "1", "no_sm_active", 0.0),
     ]
     assert result["unknown"][1]["reason"] == (
-        "n2 has no DCGM_FI_DEV_FB_USED series in the window: its exporter is down, the node is absent, "
-        "or its Hostname label differs from the inventory name.")
+        "n2 has no DCGM_FI_DEV_FB_USED or DCGM_FI_PROF_SM_ACTIVE series in the window: its exporter is down, the node is absent, "
+        "or its hostname label (Hostname up to dcgm-exporter 4.5.3-4.8.2) differs from the inventory name.")
     assert result["total"]["idle_allocated_gpu_hours"] == round(1 + 6 / 7, 6)
 
 
@@ -175,7 +241,7 @@ def test_timeline_weighs_mig_instances():
 
 
 def test_a_window_without_samples_is_refused():
-    with pytest.raises(OccupancyError, match=r"^Prometheus holds no DCGM_FI_DEV_FB_USED samples between 2026-10-01T00:00:00Z and "
+    with pytest.raises(OccupancyError, match=r"^Prometheus holds no DCGM_FI_DEV_FB_USED or DCGM_FI_PROF_SM_ACTIVE samples between 2026-10-01T00:00:00Z and "
                                              r"2026-10-01T04:00:00Z: check that dcgm-exporter is scraped, the selector and the window\.$"):
         measure(RecordedPrometheus({}), WINDOW)
 

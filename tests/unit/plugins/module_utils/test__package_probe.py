@@ -13,7 +13,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils import _package_probe a
 
 KEY = b"-----BEGIN PGP PUBLIC KEY BLOCK-----\nlab\n-----END PGP PUBLIC KEY BLOCK-----\n"
 LAB = {"name": "onprem-gpu-lab", "url": "http://lab-mirror.onprem-gpu.internal:8080", "suites": ["bookworm"], "components": ["main"],
-       "key_url": "http://lab-mirror.onprem-gpu.internal:8080/onprem-gpu-lab.asc"}
+       "key_url": "https://lab-mirror.onprem-gpu.internal/onprem-gpu-lab.asc"}
 # Recorded from `apt-cache madison kubeadm kubelet` against the lab mirror and Debian 12.
 MADISON = """   kubeadm | 1.36.2-1.1 | http://lab-mirror.onprem-gpu.internal:8080 bookworm/main amd64 Packages
    kubeadm | 1.35.4-1.1 | http://lab-mirror.onprem-gpu.internal:8080 bookworm/main amd64 Packages
@@ -67,7 +67,7 @@ def test_a_key_that_cannot_be_fetched_stops_before_apt_runs():
     assert module.calls == []
     assert result["keys"][0]["problem"] == "answered HTTP 404 with no signing key"
     assert result["problems"][0].startswith("The onprem-gpu-lab repository cannot be used: its key "
-                                            "http://lab-mirror.onprem-gpu.internal:8080/onprem-gpu-lab.asc answered HTTP 404")
+                                            "https://lab-mirror.onprem-gpu.internal/onprem-gpu-lab.asc answered HTTP 404")
 
 
 def test_a_repository_apt_cannot_read_is_unreadable():
@@ -75,3 +75,38 @@ def test_a_repository_apt_cannot_read_is_unreadable():
         result = probe_module.probe(FakeModule(update_rc=100), "Debian", "bookworm", [LAB], ["kubeadm"])
     assert result["unreadable"].startswith("APT cannot read http://lab-mirror.onprem-gpu.internal:8080 (suites bookworm, components main): E: ")
     assert result["problems"] == [result["unreadable"] + "."] and result["offered"] == {}
+
+
+class Refused(Exception):
+    pass
+
+
+def refusing_module():
+    module = FakeModule()
+    module.fail_json = mock.Mock(side_effect=lambda **kwargs: (_ for _ in ()).throw(Refused(kwargs["msg"])))
+    return module
+
+
+def test_an_unpinned_http_key_is_never_fetched():
+    fetch = mock.Mock()
+    with mock.patch.object(probe_module, "fetch_url", fetch):
+        try:
+            probe_module.probe(refusing_module(), "Debian", "bookworm", [dict(LAB, key_url="http://mirror/key.asc")], ["kubeadm"])
+        except Refused as refusal:
+            assert str(refusal).startswith("The repository onprem-gpu-lab takes its signing key from http://mirror/key.asc over plain HTTP")
+        else:
+            raise AssertionError("not refused")
+    fetch.assert_not_called()
+
+
+def test_a_key_that_is_not_the_pinned_one_is_refused_before_apt_runs():
+    module = refusing_module()
+    pinned = dict(LAB, key_url="http://mirror/key.asc", key_fingerprint="EB693B3035CD5710E231E123A4B469963BF863CC")
+    with mock.patch.object(probe_module, "fetch_url", side_effect=answer(200, KEY)):
+        try:
+            probe_module.probe(module, "Debian", "bookworm", [pinned], ["kubeadm"])
+        except Refused as refusal:
+            assert "carries no OpenPGP public key where key_fingerprint pins EB693B3035CD5710E231E123A4B469963BF863CC" in str(refusal)
+        else:
+            raise AssertionError("not refused")
+    assert module.calls == []

@@ -12,7 +12,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils import _package_source 
 
 KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\nlab\n-----END PGP PUBLIC KEY BLOCK-----\n"
 LAB = {"name": "onprem-gpu-lab", "url": "http://lab-mirror.onprem-gpu.internal:8080", "suites": ["bookworm"], "components": ["main"],
-       "key_url": "http://lab-mirror.onprem-gpu.internal:8080/onprem-gpu-lab.asc"}
+       "key_url": "https://lab-mirror.onprem-gpu.internal/onprem-gpu-lab.asc"}
 # Recorded from `apt-cache madison nvidia-container-toolkit kubeadm` against the lab mirror and Debian 12.
 MADISON = """nvidia-container-toolkit |     1.18.0-1 | http://lab-mirror.onprem-gpu.internal:8080 bookworm/main amd64 Packages
 nvidia-container-toolkit |     1.17.8-1 | http://lab-mirror.onprem-gpu.internal:8080 bookworm/main amd64 Packages
@@ -275,3 +275,64 @@ def test_unsatisfied_requests_are_those_not_installed_and_offered_at_their_versi
         ("libnvidia-container1", "1.18.0"),      # not installed
         ("runc", None),                          # unknown to the lists
     ]
+
+
+# ------------------------------------------------------------------ trusting a signing key (fixtures made with gpg --export)
+KEYS = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "package_source")
+KEY_A = "B0E1ED7F88D09104087FDC904DBD77E25E55600E"
+KEY_B = "8F53F722848DFDB3838E092F3800126024EE03A3"
+
+
+def fixture(name):
+    with open(os.path.join(KEYS, name), "rb") as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("name, fingerprints", [("key-a.asc", [KEY_A]), ("key-a.gpg", [KEY_A]), ("keys-a-and-b.asc", [KEY_A, KEY_B])])
+def test_key_fingerprints_are_those_gpg_shows(name, fingerprints):
+    assert source.key_fingerprints(fixture(name)) == fingerprints
+    assert source.key_fingerprints(fixture(name).decode("latin-1") if name.endswith(".asc") else fixture(name)) == fingerprints
+
+
+@pytest.mark.parametrize("content", [b"", b"<html>not found</html>", KEY, b"\x99\xff\xff"])
+def test_no_key_has_no_fingerprint(content):
+    assert source.key_fingerprints(content) == []
+
+
+@pytest.mark.parametrize("key_url, pin, problem", [
+    ("https://mirror/key.asc", "", None),
+    ("http://mirror/key.asc", KEY_A, None),
+    ("http://mirror/key.asc", "", "The repository lab takes its signing key from http://mirror/key.asc over plain HTTP with no key_fingerprint, so "
+     "anything on the network path could hand over another key and get packages installed as root on every node: pin the key's fingerprint "
+     "(the role's *_repo_key_fingerprint, or onprem_gpu_mirror_key_fingerprint for the site's mirror) or serve the key over https://."),
+    ("ftp://mirror/key.asc", "", "The key URL 'ftp://mirror/key.asc' of the repository lab must be an https:// URL, or an http:// one with the "
+     "key's fingerprint pinned (key_fingerprint)."),
+    ("https://mirror/key.asc", "3BF863CC", "The key_fingerprint of the repository lab must be the full OpenPGP fingerprint of the key"),
+], ids=["https", "http-pinned", "http-unpinned", "ftp", "short-id"])
+def test_key_url_problem(key_url, pin, problem):
+    found = source.key_url_problem({"name": "lab", "key_url": key_url, "key_fingerprint": pin})
+    assert found == problem if problem is None else found.startswith(problem)
+
+
+def test_an_unpinned_http_key_is_refused_before_anything_is_fetched():
+    problems = source.input_problems([dict(LAB, key_url="http://mirror/key.asc")])
+    assert problems == [source.key_url_problem(dict(LAB, key_url="http://mirror/key.asc"))]
+
+
+@pytest.mark.parametrize("name, pin, carried", [
+    ("key-a.asc", KEY_A, None), ("key-a.gpg", KEY_A.lower(), None),
+    ("key-a.asc", KEY_B, f"carries the key {KEY_A}"),
+    # A file with the pinned key and another: APT would trust both, so it is refused.
+    ("keys-a-and-b.asc", KEY_A, f"carries the key {KEY_A}, {KEY_B}"),
+])
+def test_key_pin_problem(name, pin, carried):
+    problem = source.key_pin_problem({"name": "lab", "key_url": "http://mirror/key.asc", "key_fingerprint": pin}, fixture(name))
+    if carried is None:
+        assert problem is None
+    else:
+        assert problem == (f"The signing key http://mirror/key.asc of the repository lab {carried} where key_fingerprint pins {pin} (and only "
+                           "that key): it is not installed; check that the mirror serves the right key and the fingerprint its publisher gives.")
+
+
+def test_nothing_pinned_is_no_pin_problem():
+    assert source.key_pin_problem({"name": "lab", "key_url": "https://mirror/key.asc"}, b"anything") is None

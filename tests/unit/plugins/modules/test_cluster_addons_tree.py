@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import tempfile
 
 import pytest
 
@@ -58,3 +60,80 @@ def test_a_path_outside_the_tree_is_refused(tmp_path, capsys):
     assert result["failed"] is True
     assert result["msg"] == f"File '../escape.yaml' is not a relative path inside {tmp_path / 'dc1'}."
     assert not (tmp_path / "escape.yaml").exists()
+
+
+# Issue #30: a datacenter named "." or "..", links committed into the tree, and a render dir that is a file, read-only
+# or holds a file that is not UTF-8 each end in one sentence, with nothing written or removed outside the tree.
+
+def test_a_path_with_dot_dot_is_refused_before_pruning_other_trees(tmp_path, capsys):
+    (tmp_path / "clusters" / "dc2").mkdir(parents=True)
+    (tmp_path / "clusters" / "dc2" / "kustomization.yaml").write_text("resources: []\n")
+    for name in (".", ".."):
+        result = run_module({"path": f"{tmp_path}/clusters/{name}", "files": {"kustomization.yaml": "resources: []\n"}}, capsys)
+        assert result["msg"] == (f"The directory {tmp_path}/clusters/{name} has a '.' or '..' in it: name the directory itself, "
+                                 "so that nothing is written or pruned outside it.")
+    assert (tmp_path / "clusters" / "dc2" / "kustomization.yaml").exists()
+
+
+def test_a_linked_directory_inside_the_tree_is_refused_and_nothing_lands_outside(tmp_path, capsys):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "dc1").mkdir()
+    (tmp_path / "dc1" / "apps").symlink_to(outside)
+    result = run_module({"path": str(tmp_path / "dc1"), "files": {"kustomization.yaml": "resources: []\n", "apps/kueue.yaml": "kind: A\n"}}, capsys)
+    assert result["msg"] == f"{tmp_path}/dc1/apps is a symbolic link: files are written only through real directories and files inside {tmp_path}/dc1."
+    assert list(outside.iterdir()) == [] and not (tmp_path / "dc1" / "kustomization.yaml").exists()
+
+
+def test_a_committed_tmp_link_is_not_written_through(tmp_path, capsys):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / "dc1").mkdir()
+    (tmp_path / "dc1" / "kustomization.yaml.tmp").symlink_to(victim)
+    result = run_module({"path": str(tmp_path / "dc1"), "files": {"kustomization.yaml": "resources: []\n"}}, capsys)
+    assert result["changed"] is True and (tmp_path / "dc1" / "kustomization.yaml").read_text() == "resources: []\n"
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_linked_target_file_is_refused(tmp_path, capsys):
+    victim = tmp_path / "victim.yaml"
+    victim.write_text("precious\n")
+    (tmp_path / "dc1").mkdir()
+    (tmp_path / "dc1" / "kustomization.yaml").symlink_to(victim)
+    result = run_module({"path": str(tmp_path / "dc1"), "files": {"kustomization.yaml": "resources: []\n"}}, capsys)
+    assert result["msg"] == (f"{tmp_path}/dc1/kustomization.yaml is a symbolic link: files are written only through real directories "
+                             f"and files inside {tmp_path}/dc1.")
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_linked_tree_is_not_pruned(tmp_path, capsys):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.yaml").write_text("kind: Keep\n")
+    (tmp_path / "dc1").symlink_to(other)
+    result = run_module({"path": str(tmp_path / "dc1"), "files": {"kustomization.yaml": "resources: []\n"}}, capsys)
+    assert result["msg"] == f"{tmp_path}/dc1 is a symbolic link: the tree is pruned, so it must be a real directory."
+    assert (other / "keep.yaml").exists()
+
+
+def test_a_render_dir_that_is_a_file_is_one_sentence(tmp_path, capsys):
+    (tmp_path / "out").write_text("not a directory\n")
+    result = run_module({"path": str(tmp_path / "out" / "clusters" / "dc1"), "files": {"kustomization.yaml": "resources: []\n"}}, capsys)
+    assert result["msg"] == f"{tmp_path}/out is not a directory, so nothing can be written under it."
+
+
+def test_a_read_only_render_dir_is_one_sentence(tmp_path, capsys, monkeypatch):
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "dc1"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    result = run_module({"path": str(tmp_path / "dc1"), "files": {"kustomization.yaml": "resources: []\n"}}, capsys)
+    assert result["msg"] == f"Cannot write {tmp_path}/dc1/kustomization.yaml: the file system is read-only."
+
+
+def test_a_file_that_is_not_utf8_is_one_sentence(tmp_path, capsys):
+    (tmp_path / "apps").mkdir()
+    (tmp_path / "apps" / "old.yaml").write_bytes(b"name: caf\xe9\n")
+    result = run_module({"path": str(tmp_path), "files": {"kustomization.yaml": "resources: []\n"}}, capsys)
+    assert result["msg"] == f"{tmp_path}/apps/old.yaml is not UTF-8 text, so it is neither replaced nor removed: fix or delete it and run again."
+    assert not (tmp_path / "kustomization.yaml").exists()

@@ -124,8 +124,8 @@ def test_keys_are_fetched_with_their_status(capsys):
     answers = [(response, {"status": 200, "msg": "OK"}), (None, {"status": -1, "msg": "Request failed: <urlopen error refused>"})]
     # The collection's one key fetch (module_utils/_package_probe) is what the module calls.
     with mock.patch.object(_package_probe, "fetch_url", side_effect=answers):
-        result, calls = run_module({"repositories": [{"name": "a", "key_url": "http://m/a.asc", "url": "http://m"},
-                                                     {"name": "b", "key_url": "http://down/b.asc"}]}, {}, capsys)
+        result, calls = run_module({"repositories": [{"name": "a", "key_url": "https://m/a.asc", "url": "http://m"},
+                                                     {"name": "b", "key_url": "https://down/b.asc"}]}, {}, capsys)
     keys = result["container_runtime"]["keys"]
-    assert [(key["name"], key["url"], key["status"]) for key in keys] == [("a", "http://m/a.asc", 200), ("b", "http://down/b.asc", -1)]
+    assert [(key["name"], key["url"], key["status"]) for key in keys] == [("a", "https://m/a.asc", 200), ("b", "https://down/b.asc", -1)]
     assert keys[0]["content"].startswith("-----BEGIN PGP") and keys[1]["msg"] == "Request failed: <urlopen error refused>"

@@ -99,7 +99,17 @@ def test_refusals_are_one_sentence(prometheus, capsys, status, body, message):
 def test_an_empty_window_is_refused(prometheus, capsys):
     prometheus.answer = lambda path, form: (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}))
     result = run_module(dict(WINDOW_ARGS, prometheus_url=f"http://127.0.0.1:{prometheus.server_port}"), capsys)
-    assert result["msg"].startswith("Prometheus holds no DCGM_FI_DEV_FB_USED samples between 2026-10-01T00:00:00Z and 2026-10-01T04:00:00Z")
+    assert result["msg"].startswith("Prometheus holds no DCGM_FI_DEV_FB_USED or DCGM_FI_PROF_SM_ACTIVE samples between 2026-10-01T00:00:00Z "
+                                    "and 2026-10-01T04:00:00Z")
+
+
+def test_an_answer_over_the_size_limit_is_refused(prometheus, capsys):
+    big = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [], "padding": "x" * (1024 * 1024)}})
+    prometheus.answer = lambda path, form: (200, big)
+    url = f"http://127.0.0.1:{prometheus.server_port}"
+    result = run_module(dict(WINDOW_ARGS, prometheus_url=url, max_response_mib=1), capsys)
+    assert result["msg"] == (f"Prometheus at {url} answered a query with more than max_response_mib=1 MiB, the most allowed: "
+                             "narrow the selector, lengthen the step, or raise max_response_mib.")
 
 
 def test_an_unreachable_prometheus(capsys):

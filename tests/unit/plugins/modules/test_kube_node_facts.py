@@ -63,7 +63,7 @@ def test_one_reading_of_the_node_and_the_mirror(capsys):
     result, calls = run_module({
         "packages": ["kubelet", "kubeadm"], "sysctls": ["net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables"],
         "kernel_modules": ["overlay", "br_netfilter"], "files": ["/etc/fstab", "/etc/missing"], "units": ["kubelet.service", "swap.target"],
-        "repository": {"name": "kubernetes", "url": "http://mirror/", "suites": ["/"], "key_url": "http://mirror/Release.key"},
+        "repository": {"name": "kubernetes", "url": "http://mirror/", "suites": ["/"], "key_url": "https://mirror/Release.key"},
         "version": "1.35.4",
         "_ansible_check_mode": True}, capsys)
     assert result["changed"] is False
@@ -80,4 +80,4 @@ def test_one_reading_of_the_node_and_the_mirror(capsys):
     assert result["key"] == {"status": 200, "msg": "OK", "content": "-----BEGIN PGP PUBLIC KEY BLOCK-----\n..."}
     # The packages at the cluster's version, asked of the one repository, with the node's codename.
     assert ["probe", "Debian", "", [{"name": "kubernetes", "url": "http://mirror/", "suites": ["/"], "components": [],
-                                     "key_url": "http://mirror/Release.key"}], ["kubelet=1.35.4", "kubeadm=1.35.4"]] in calls
+                                     "key_url": "https://mirror/Release.key", "key_fingerprint": ""}], ["kubelet=1.35.4", "kubeadm=1.35.4"]] in calls

@@ -11,7 +11,6 @@ the double then holds. Changing MIG state needs root on the double, as on the re
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -24,7 +23,7 @@ from ansible.module_utils import _internal as module_utils_internal
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.onprem.gpu.plugins.module_utils import _mig_profiles, _nvsmi_mig
+from ansible_collections.onprem.gpu.plugins.module_utils import _gpu_models, _nvsmi_mig
 from ansible_collections.onprem.gpu.plugins.modules import mig_config
 
 REPOSITORY = Path(__file__).resolve().parents[4]
@@ -232,11 +231,11 @@ def test_a_model_without_a_table_on_a_driver_that_lists_profiles_only_with_mig_o
 
 def test_a_table_the_driver_contradicts_is_named_in_one_warning_and_the_plan_follows_the_driver(make_node, capsys):
     # A built-in table that knows only one 3g placement, at 0:4: the driver (the double) lists {0,4}:4.
-    table = _mig_profiles.MIG_MODELS[H100]
-    wrong = tuple(dataclasses.replace(profile, starts=(0,)) if profile.profile_id == 9 else profile for profile in table.profiles)
+    entry = _gpu_models.GPU_MODELS[H100]
+    wrong = tuple(profile[:5] + ((0,),) if profile[1] == 9 else profile for profile in entry["mig"]["profiles"])
     node = make_node(count=2)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(_mig_profiles.MIG_MODELS, H100, dataclasses.replace(table, profiles=wrong))
+        patch.setitem(_gpu_models.GPU_MODELS, H100, dict(entry, mig=dict(entry["mig"], profiles=wrong)))
         result, calls = node.run(capsys, "all-balanced")
     # ansible-core 2.19 returns each warning as an event with its message.
     assert [warning["event"]["msg"] if isinstance(warning, dict) else warning for warning in result["warnings"]] == [
@@ -383,7 +382,9 @@ def test_ampere_reset_turns_legacy_persistence_mode_off_for_the_reset_and_back_o
         "GPU 0: reset so that the MIG mode change takes effect",
         "GPU 0: persistence mode back on",
     ]
-    assert argvs(calls, mutating=True)[:5] == [["-i", "0", "-mig", "1"], ["-i", "1", "-mig", "1"], ["-i", "0", "-pm", "0"], ["-r", "-i", "0"], ["-i", "0", "-pm", "1"]]
+    assert argvs(calls, mutating=True)[:5] == [
+        ["-i", "0", "-mig", "1"], ["-i", "1", "-mig", "1"], ["-i", "0", "-pm", "0"], ["-r", "-i", "0"], ["-i", "0", "-pm", "1"],
+    ]
     assert [gpu["persistence_mode"] for gpu in node.state()["gpus"]] == ["Enabled", "Disabled", "Disabled"]
     assert mig_devices(result) == [(0, True, {"7g.80gb": 1}), (1, True, {"7g.80gb": 1}), (2, False, {})]
 

@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.onprem.gpu.plugins.modules import nvidia_driver_plan
 
-URL = "http://lab-mirror-gone.onprem-gpu.invalid:8080/onprem-gpu-lab.asc"
+URL = "https://lab-mirror-gone.onprem-gpu.invalid:8080/onprem-gpu-lab.asc"
 KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\nlab\n-----END PGP PUBLIC KEY BLOCK-----\n"
 
 
@@ -24,7 +24,7 @@ KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\nlab\n-----END PGP PUBLIC KEY BLOCK-
 ], ids=["key", "http-404", "no-key", "unreachable"])
 def test_fetch_key(response, info, key, problem):
     with mock.patch.object(nvidia_driver_plan, "fetch_url", return_value=(response, info)):
-        found, sentence = nvidia_driver_plan.fetch_key(mock.Mock(), URL)
+        found, sentence = nvidia_driver_plan.fetch_key(mock.Mock(), {"name": "cuda", "key_url": URL})
     assert found == key
     if problem is None:
         assert sentence is None

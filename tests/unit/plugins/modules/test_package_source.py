@@ -18,7 +18,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils import _package_source 
 from ansible_collections.onprem.gpu.plugins.modules import package_source
 
 KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\nlab\n-----END PGP PUBLIC KEY BLOCK-----\n"
-LAB = {"name": "onprem-gpu-lab", "url": "http://mirror:8080", "suites": ["bookworm"], "components": ["main"], "key_url": "http://mirror:8080/lab.asc"}
+LAB = {"name": "onprem-gpu-lab", "url": "http://mirror:8080", "suites": ["bookworm"], "components": ["main"], "key_url": "https://mirror/lab.asc"}
 MADISON = "nvidia-container-toolkit | 1.18.0-1 | http://mirror:8080 bookworm/main amd64 Packages\n"
 
 
@@ -82,7 +82,7 @@ def test_by_default_it_fails_in_one_sentence_when_not_ready(capsys, tmp_path):
     result, calls = run_module(args, capsys, tmp_path, key_answer=(None, -1))
     assert result["failed"] and calls == [] and not (tmp_path / "sources.list.d").exists()
     assert result["msg"] == (
-        "The onprem-gpu-lab repository cannot be used: its key http://mirror:8080/lab.asc is unreachable (refused); check the role's "
+        "The onprem-gpu-lab repository cannot be used: its key https://mirror/lab.asc is unreachable (refused); check the role's "
         "*_repo_url and *_repo_key_url (or onprem_gpu_mirror_url and onprem_gpu_mirror_key_url), that the mirror is up, and the network "
         "path (DNS, proxy, firewall) from this host to it.")
     result, _calls = run_module(dict(args, packages=["kubeadm=1.36.2"]), capsys, tmp_path)
