@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleTypeError
+from ansible.errors import AnsibleFilterError, AnsibleTypeError
 
-from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import known_model_names, model_info
+from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import BUSBW_KINDS, expected_busbw, known_model_names, model_info
 
 
 def gpu_model_info(name):
@@ -23,8 +23,22 @@ def gpu_model_info(name):
     return dict(info, known=True, known_models=known_model_names())
 
 
+def gpu_model_busbw(name, kind, overrides=None):
+    """Return the busbw threshold ``kind`` of an 8-GPU node of model ``name``: the inventory's ``overrides`` merged over the catalogue."""
+    if not isinstance(name, str):
+        raise AnsibleTypeError(f"gpu_model_busbw expects a GPU model name as a string, not {type(name).__name__}.")
+    if kind not in BUSBW_KINDS:
+        raise AnsibleFilterError(f"gpu_model_busbw: the kind must be one of {', '.join(BUSBW_KINDS)}, not {kind!r}.")
+    if overrides is not None and not isinstance(overrides, dict):
+        raise AnsibleTypeError(f"gpu_model_busbw: network_benchmark_{kind} must be a mapping, not {type(overrides).__name__}.")
+    try:
+        return expected_busbw(name, kind, overrides)
+    except ValueError as error:
+        raise AnsibleFilterError(str(error)) from None
+
+
 class FilterModule:
     """Filters that expose the GPU model catalogue to playbooks."""
 
     def filters(self):
-        return {"gpu_model_info": gpu_model_info}
+        return {"gpu_model_info": gpu_model_info, "gpu_model_busbw": gpu_model_busbw}

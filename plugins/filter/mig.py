@@ -8,9 +8,13 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_cluster import (
     component_labels,
+    component_pods,
+    components_wait_message,
     evicted_pods,
+    manager_wait_message,
     mixed_strategy_resources,
     resource_differences,
+    resources_wait_message,
 )
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_inventory import inventory_layout
 
@@ -37,12 +41,38 @@ def mig_resource_differences(expected, allocatable):
     return resource_differences(expected, allocatable if isinstance(allocatable, dict) else {})
 
 
-def mig_component_labels(node_labels, names):
+def mig_component_labels(node_labels, names, if_present=None):
     """``{'paused': {...}, 'restored': {...}}``: the GPU Operator component labels to write around a MIG change."""
-    if not isinstance(names, list):
-        raise AnsibleFilterError(f"mig_component_labels expects the list of component label names, not {type(names).__name__}.")
-    paused, restored = component_labels(node_labels if isinstance(node_labels, dict) else {}, names)
+    if not isinstance(names, list) or not isinstance(if_present or [], list):
+        raise AnsibleFilterError(f"mig_component_labels expects lists of component label names, not {type(names).__name__}.")
+    paused, restored = component_labels(node_labels if isinstance(node_labels, dict) else {}, names, if_present or [])
     return {"paused": paused, "restored": restored}
+
+
+def mig_component_pods(pods, namespace, apps, client_label=None):
+    """``namespace/name`` of each pod (k8s_info resources) that a MIG change waits out before it touches the GPUs."""
+    _check_pods("mig_component_pods", pods, apps)
+    return component_pods(pods, namespace, apps, client_label)
+
+
+def mig_components_wait_message(pods, namespace, apps, client_label=None):
+    """What is left of the pods ``mig_component_pods`` selects once the wait ran out, and the likely cause."""
+    _check_pods("mig_components_wait_message", pods, apps)
+    return components_wait_message(pods, namespace, apps, client_label)
+
+
+def mig_resources_wait_message(expected, node, plugin_pods=None):
+    """What a Node advertises against the ``expected`` resources (mig_resources) once the wait ran out, and the likely cause."""
+    if not isinstance(expected, dict) or not isinstance(node, dict):
+        raise AnsibleFilterError("mig_resources_wait_message expects the resources of mig_resources and a Node object.")
+    return resources_wait_message(expected, node, plugin_pods if isinstance(plugin_pods, list) else None)
+
+
+def mig_manager_wait_message(node, manager_pods=None):
+    """What the GPU Operator's mig-manager left on a Node that gave no verdict in time, and the likely cause."""
+    if not isinstance(node, dict):
+        raise AnsibleFilterError(f"mig_manager_wait_message expects a Node object, not {type(node).__name__}.")
+    return manager_wait_message(node, manager_pods if isinstance(manager_pods, list) else None)
 
 
 def mig_evicted_pods(pods):
@@ -50,6 +80,11 @@ def mig_evicted_pods(pods):
     if not isinstance(pods, list):
         raise AnsibleFilterError(f"mig_evicted_pods expects a list of Pod objects, not {type(pods).__name__}.")
     return evicted_pods(pods)
+
+
+def _check_pods(name, pods, apps):
+    if not isinstance(pods, list) or not isinstance(apps, list):
+        raise AnsibleFilterError(f"{name} expects a list of Pod objects and a list of app label values.")
 
 
 class FilterModule:
@@ -61,5 +96,9 @@ class FilterModule:
             "mig_resources": mig_resources,
             "mig_resource_differences": mig_resource_differences,
             "mig_component_labels": mig_component_labels,
+            "mig_component_pods": mig_component_pods,
+            "mig_components_wait_message": mig_components_wait_message,
+            "mig_resources_wait_message": mig_resources_wait_message,
+            "mig_manager_wait_message": mig_manager_wait_message,
             "mig_evicted_pods": mig_evicted_pods,
         }

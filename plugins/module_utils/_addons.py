@@ -17,47 +17,53 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
+from ansible_collections.onprem.gpu.plugins.module_utils._addons_inputs import QUOTA_RESOURCES, input_problems, pod_security_version
+from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import model_info
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_inventory import inventory_layout
-from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import is_profile_name
+from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import is_profile_name, mig_device_name, mig_resource
 
 POOL_LABEL = "onprem.gpu/pool"
 TEAM_LABEL = "onprem.gpu/team"
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 GPU_RESOURCE = "nvidia.com/gpu"
 
-# Short names of the catalogued models in flavor names (h100-training reads better than nvidia-h100-80gb-hbm3-training).
-_MODEL_SHORT_NAMES = {
-    "NVIDIA H100 80GB HBM3": "h100",
-    "NVIDIA H100 PCIe": "h100-pcie",
-    "NVIDIA H100 NVL": "h100-nvl",
-    "NVIDIA H200": "h200",
-    "NVIDIA A100-SXM4-80GB": "a100",
-    "NVIDIA A100-SXM4-40GB": "a100-40gb",
-    "NVIDIA A100 80GB PCIe": "a100-pcie",
-    "NVIDIA A30": "a30",
-    "NVIDIA L40S": "l40s",
-}
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# Both are used with fullmatch: a $-anchored match also takes a value with a trailing newline ("dc1\n").
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_LABEL_WORDS = "lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit"
 # An exact chart version: no range (^1.2, ~1.2, >=1, 1.x, *), no tag such as latest or a branch name.
-_PINNED_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
+_PINNED_VERSION = re.compile(r"v?[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
 _GIT_BRANCHES = {"HEAD", "main", "master", "trunk", "develop"}
 
 
 def model_short_name(model):
-    """The short name of a GPU model in flavor names: h100 for NVIDIA H100 80GB HBM3, else a slug of the name."""
-    if model in _MODEL_SHORT_NAMES:
-        return _MODEL_SHORT_NAMES[model]
+    """The short name of a GPU model in flavor names (h100-training reads better than nvidia-h100-80gb-hbm3-training): the
+    catalogue's short_name for a catalogued model (h100 for NVIDIA H100 80GB HBM3), else a slug of the name."""
+    info = model_info(model)
+    if info is not None:
+        return info["short_name"]
     return re.sub(r"[^a-z0-9]+", "-", re.sub(r"^nvidia\s+", "", model.lower())).strip("-")
 
 
-def gfd_product(model):
-    """The value GPU feature discovery gives nvidia.com/gpu.product for a model (spaces become dashes)."""
-    return model.replace(" ", "-")
+def datacenter_name_problem(name, hosts):
+    """One sentence when ``name`` (the inventory's datacenter, set on ``hosts``) cannot name clusters/<name>/ and the
+    cluster's objects, else None: a name such as . or .. would put the tree over other datacenters' and prune theirs."""
+    if isinstance(name, str) and _DNS_LABEL.fullmatch(name):
+        return None
+    where = hosts[0] + (f" and {len(hosts) - 1} other hosts" if len(hosts) > 1 else "")
+    return (f"The inventory variable datacenter is {name!r} on {where}, which is not a DNS label ({DNS_LABEL_WORDS}), "
+            f"so it cannot name the directory clusters/<datacenter>/.")
 
 
-def mig_resource(profile):
-    """The extended resource of a MIG profile under the mixed strategy: nvidia.com/mig-1g.10gb."""
-    return f"nvidia.com/mig-{profile}"
+def gfd_product(model, *parts, shared=False):
+    """The value GPU feature discovery gives a resource's ``.product`` label: NVIDIA-H100-80GB-HBM3, with ``parts``
+    (MIG, 1g.10gb.me) and, for a resource time-sliced into more than one replica under its own name, SHARED appended.
+
+    k8s-device-plugin ``internal/lm/resource.go`` ``getProductName``: each part sanitised (characters other than letters,
+    digits, ``-_.`` and spaces dropped, runs of spaces a dash), then joined with dashes; SHARED when replicas > 1 and the
+    resource is not renamed (``renameByDefault: false``, as ``device_plugin_config`` renders it).
+    """
+    sanitised = ["-".join(re.sub(r"[^A-Za-z0-9_. -]", "", part).split()) for part in (model, *parts) if part]
+    return "-".join(sanitised + (["SHARED"] if shared else []))
 
 
 def metric_resource(resource):
@@ -120,12 +126,16 @@ class Datacenter:
     rails: list
     teams: list
     problems: list
+    pod_security_version: str = "latest"
 
 
 def datacenter(description):
-    """Work out the platform of one datacenter from ``description`` (see the cluster_addons_plan filter)."""
+    """Work out the platform of one datacenter from ``description`` (see the cluster_addons_plan filter); an input of the
+    wrong shape or value stops here, with its sentences as the only problems."""
     settings = description["settings"]
-    problems = []
+    problems = input_problems(description)
+    if problems:
+        return Datacenter(description["name"], settings, [], {}, [], [], problems)
     nodes = [_node(record, settings, problems) for record in sorted(description["nodes"], key=lambda record: record["name"])]
     flavors = _flavors(nodes)
     rails = _rails(description, settings, problems)
@@ -134,7 +144,7 @@ def datacenter(description):
         problems.append(f"mig_owner must be collection or gpu_operator, not {settings['mig_owner']!r}.")
     problems.extend(_chart_problems(settings))
     problems.extend(_team_problems(description["name"], teams, flavors, nodes, settings))
-    return Datacenter(description["name"], settings, nodes, flavors, rails, teams, problems)
+    return Datacenter(description["name"], settings, nodes, flavors, rails, teams, problems, pod_security_version(description.get("kube_version")))
 
 
 def _node(record, settings, problems):
@@ -180,17 +190,21 @@ def _flavors(nodes):
         prefix = f"{model_short_name(node.model)}-{node.pool}"
         pool_labels = {POOL_LABEL: node.pool} if POOL_LABEL in node.labels else {}
         if node.whole_gpus:
-            flavor = flavors.setdefault(prefix, Flavor(
-                prefix, node.model, node.pool, GPU_RESOURCE, None,
-                dict(pool_labels, **{"nvidia.com/gpu.product": gfd_product(node.model)}), node.taints,
+            # Time-sliced GPUs carry another product label (-SHARED) than exclusive ones, so they need a flavor of their own.
+            shared = node.replicas > 1
+            name = f"{prefix}-shared" if shared else prefix
+            flavor = flavors.setdefault(name, Flavor(
+                name, node.model, node.pool, GPU_RESOURCE, None,
+                dict(pool_labels, **{f"{GPU_RESOURCE}.product": gfd_product(node.model, shared=shared)}), node.taints,
             ))
             flavor.nodes.append(node.name)
             flavor.capacity += node.whole_gpus * node.replicas
         for profile, count in sorted(node.mig_devices.items()):
-            name = f"{prefix}-{profile}"
+            name = f"{prefix}-{mig_device_name(profile)}"
+            resource = mig_resource(profile)
             flavor = flavors.setdefault(name, Flavor(
-                name, node.model, node.pool, mig_resource(profile), profile,
-                dict(pool_labels, **{f"nvidia.com/mig-{profile}.product": f"{gfd_product(node.model)}-MIG-{profile}"}), node.taints,
+                name, node.model, node.pool, resource, profile,
+                dict(pool_labels, **{f"{resource}.product": gfd_product(node.model, "MIG", mig_device_name(profile))}), node.taints,
             ))
             flavor.nodes.append(node.name)
             flavor.capacity += count
@@ -207,8 +221,6 @@ def _rails(description, settings, problems):
         name = record.get("name") or f"rail{index}"
         netdev = record.get("interface") or (netdevs[index] if index < len(netdevs) else None)
         rail = Rail(index, name, netdev, link_layer, gateway=record.get("gateway"))
-        if not _DNS_LABEL.match(name):
-            problems.append(f"Rail name {name!r} is not a DNS label (lower-case letters, digits and '-'), so no NetworkAttachmentDefinition can carry it.")
         if netdev is None:
             problems.append(
                 f"Rail {name} is given by PCI address ({record.get('pci')}) and cluster_addons_rdma_netdevs names no netdev for "
@@ -259,7 +271,7 @@ def _chart_problems(settings):
     problems = []
     for component, chart in sorted((settings.get("cluster_addons_charts") or {}).items()):
         version = str(chart.get("version") or "")
-        if not _PINNED_VERSION.match(version) or version in _GIT_BRANCHES:
+        if not _PINNED_VERSION.fullmatch(version) or version in _GIT_BRANCHES:
             problems.append(
                 f"The {component} chart version {version!r} is not pinned: give an exact version such as 1.2.3 "
                 f"(no range, no 'latest', no branch) in cluster_addons_charts."
@@ -272,15 +284,11 @@ def _team_problems(dc, teams, flavors, nodes, settings):
     owners = {}
     profiles = {profile for node in nodes for profile in node.mig_devices}
     for team in teams:
-        name = str(team.get("name", ""))
-        if not _DNS_LABEL.match(name):
-            problems.append(f"Team name {name!r} is not a DNS label (lower-case letters, digits and '-', at most 63).")
+        name = team["name"]
         if not team.get("namespaces"):
             problems.append(f"Team {name} has no namespaces.")
         for namespace in team.get("namespaces") or []:
-            if not _DNS_LABEL.match(str(namespace)):
-                problems.append(f"Namespace {namespace!r} of team {name} is not a DNS label (lower-case letters, digits and '-', at most 63).")
-            elif namespace in owners:
+            if namespace in owners:
                 problems.append(f"Teams {owners[namespace]} and {name} both claim namespace {namespace}.")
             else:
                 owners[namespace] = name
@@ -295,14 +303,26 @@ def _team_problems(dc, teams, flavors, nodes, settings):
                 )
             else:
                 problems.append(f"Team {name} has a quota in flavor {flavor}, which has no nodes in {dc} (flavors with nodes: {_names(flavors)}).")
-    if not settings.get("cluster_addons_overcommit"):
-        for flavor in flavors.values():
-            total = sum(int((team.get("gpus") or {}).get(flavor.name, 0)) for team in teams)
+        for kind in ("borrowing_limits", "lending_limits"):
+            for key in sorted(set(team.get(kind) or {}) - set(flavors) - set(QUOTA_RESOURCES)):
+                problems.append(f"Team {name} has a {kind[:-1].replace('_', ' ')} in {key}, which is neither cpu, memory nor a flavor with "
+                                f"nodes in {dc} (flavors with nodes: {_names(flavors)}).")
+    for flavor in flavors.values():
+        quotas = [(team["name"], (team.get("gpus") or {}).get(flavor.name, 0)) for team in teams]
+        total = sum(quota for _name, quota in quotas)
+        if not settings.get("cluster_addons_overcommit"):
             if total > flavor.capacity:
                 problems.append(
                     f"The teams' nominal quotas in {flavor.name} add up to {total} {flavor.resource} but {dc} has {flavor.capacity} "
                     f"({_capacity_words(flavor, nodes)}): lower them or set cluster_addons_overcommit."
                 )
+            continue
+        # Overcommit lets quotas add up to more than the flavor holds; one team's quota above all of it is a typo (10**30),
+        # and it would reach the namespace's ResourceQuota.
+        problems.extend(
+            f"The nominal quota of team {name} in {flavor.name} is {quota} {flavor.resource}, more than {dc} has ({flavor.capacity}): "
+            f"cluster_addons_overcommit lets the teams' quotas add up to more than the datacenter has, not one team's; give at most "
+            f"{flavor.capacity}." for name, quota in quotas if quota > flavor.capacity)
     return problems
 
 

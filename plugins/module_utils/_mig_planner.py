@@ -247,7 +247,8 @@ def planned_actions(plans):
         if plan.request_mode is not None:
             actions.append(mode_text(plan.index, plan.request_mode))
         if plan.mode_changes and _needs_reset(plan.gpu["name"]):
-            actions.append(f"GPU {plan.index}: reset if the MIG mode change is still pending, as Ampere GPUs need")
+            persistent = ", with persistence mode off during the reset" if plan.gpu["persistence_mode"] == ENABLED else ""
+            actions.append(f"GPU {plan.index}: reset if the MIG mode change is still pending, as Ampere GPUs need{persistent}")
         if plan.mig_enabled:
             actions.extend(text for dummy, text in _layout_steps(None, plan.index, plan.layout))
     return actions
@@ -263,7 +264,8 @@ def apply_plans(plans, smi, processes=(), reset=True):
     """Carry out the plans through ``smi`` (an ``_nvsmi_mig.NvidiaSmi``) and return an Outcome.
 
     Order: clear and switch off MIG where it goes off, request the new modes, reset the GPUs whose mode is still
-    pending (only with ``reset``; otherwise they stay pending, for a reboot to apply), then change layouts GPU by GPU.
+    pending (only with ``reset``, with persistence mode off around it; otherwise they stay pending, for a reboot to
+    apply), then change layouts GPU by GPU.
     The first failure stops the run; the GPU it hit is brought back to its previous layout where possible and the
     GPUs after it are left untouched.
     """
@@ -311,26 +313,34 @@ def report_gpus(gpus, instances, plans=(), models=None):
     return report
 
 
-def report_gpu_instances(gpus, instances):
-    """Return the ``gpu_instances`` result: each GPU in MIG mode with its GPU instances as nvidia-smi lists them.
+def report_gpu_instances(gpus, instances, plans=()):
+    """Return the ``gpu_instances`` result: each GPU whose MIG mode is, or is pending to be, Enabled, with its GPU instances.
 
     Placements and profile IDs are what a boot-time restore needs to create the same instances again. Instance IDs are
     left out: the driver hands out new ones when it creates the instances again, and the report stays the same.
+    The pending mode decides, since an Ampere GPU applies it at its next reset or reboot (NVIDIA MIG User Guide, "GPU
+    Reset"): a GPU whose disable waits is left out, and one whose enable waits gets the instances its plan places.
     """
+    planned = {plan.index: plan.layout.create for plan in plans if plan.mig_enabled}
     report = []
     for gpu in gpus:
-        if gpu["mig_mode_current"] != ENABLED:
+        if gpu["mig_mode_pending"] != ENABLED:
             continue
-        listed = sorted(instances.get(gpu["index"], ()), key=lambda instance: (instance.start, instance.profile_id))
+        if gpu["mig_mode_current"] == ENABLED:
+            listed = [(gi.name, gi.profile_id, gi.start, gi.size, [{"profile": ci.name, "profile_id": ci.profile_id} for ci in gi.compute_instances])
+                      for gi in instances.get(gpu["index"], ())]
+        else:
+            # Each created with its full compute instance, whose profile ID the driver tells only once it exists.
+            listed = [(new.name, new.profile_id, new.start, new.size, [{"profile": new.name}]) for new in planned.get(gpu["index"], ())]
         report.append({
             "index": gpu["index"],
             "uuid": gpu["uuid"],
             "gpu_instances": [{
-                "profile": instance.name,
-                "profile_id": instance.profile_id,
-                "placement": {"start": instance.start, "size": instance.size},
-                "compute_instances": [{"profile": compute.name, "profile_id": compute.profile_id} for compute in instance.compute_instances],
-            } for instance in listed],
+                "profile": name,
+                "profile_id": profile_id,
+                "placement": {"start": start, "size": size},
+                "compute_instances": compute,
+            } for name, profile_id, start, size, compute in sorted(listed, key=lambda item: (item[2], item[1]))],
         })
     return report
 
@@ -462,9 +472,19 @@ def _reset_pending(plans, smi, processes, outcome, reset=True):
         for index in pending:
             outcome.blocked[index] = "not reset because GPU resets were not allowed (reset=false)"
         return
+    # Persistence mode keeps the driver attached to a GPU, and legacy persistence mode (nvidia-smi -pm 1) outlives
+    # nvidia-persistenced, so a reset is refused until -pm 0 (NVIDIA/gpu-operator#118, NVIDIA/NVSentinel#1690): off
+    # for the reset, and back on afterwards where it was on, whatever became of the reset.
+    persistent = [index for index in pending if gpus[index]["persistence_mode"] == ENABLED]
+    if persistent:
+        smi.set_persistence_mode(persistent, False)
+        outcome.record(persistent, f"{_gpus_label(persistent)}: persistence mode off for the reset")
     succeeded, output = smi.reset(pending)
     outcome.record(pending, reset_text(pending, succeeded))
     gpus = {gpu["index"]: gpu for gpu in smi.read_gpus()}
+    if persistent:
+        smi.set_persistence_mode(persistent, True)
+        outcome.record(persistent, f"{_gpus_label(persistent)}: persistence mode back on")
     still_pending = [index for index in pending if (gpus[index]["mig_mode_current"] == ENABLED) != wanted[index]]
     if not still_pending:
         return
@@ -573,7 +593,7 @@ def _geometry(instances):
 def _needs_reset(gpu_name):
     # Ampere keeps a MIG mode change pending until the GPU is reset; Hopper and later apply it at once.
     model = model_info(gpu_name)
-    return model is not None and model["architecture"] == "Ampere"
+    return model is not None and model["mig_mode_change_needs_reset"]
 
 
 def _unknown_profile(model, name):

@@ -2,27 +2,28 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""MIG profile tables per GPU model, and the model the driver describes with ``mig -lgip`` and ``mig -lgipp``.
+"""The MIG geometry of each GPU model, from the catalogue or as the driver describes it with ``mig -lgip`` and ``-lgipp``.
 
 A GPU instance (GI) occupies ``memory_slices`` consecutive memory slices starting at one of the profile's
 placement starts; two instances conflict exactly when their memory intervals overlap. ``profile_id`` is the ID
 ``nvidia-smi mig -lgip`` prints and ``-cgi`` takes (19, 15, 14 ...), not the NVML enum.
 
 The driver is the authority, as in mig-parted, which reads the profiles of each GPU from NVML: ``driver_model``
-builds a MigModel from what ``-lgip`` and ``-lgipp`` print, so that a model this file does not know works
-without a code change. The built-in tables serve to plan before MIG mode is on, on drivers that list profiles
-only with MIG on (R535 and older), and to check the driver's answer: a profile the table knows with the same
-geometry keeps the table's name, and the driver's name (``3g.39gb`` for ``3g.40gb`` on some releases) is an alias.
-Names, IDs, maximum counts and placements of the tables come from the MIG User Guide and recorded ``-lgip``/``-lgipp``
-outputs (mig-parted's docs and issues, field captures); the unit tests check them against those recordings.
+builds a MigModel from what ``-lgip`` and ``-lgipp`` print, so that a model the catalogue does not know works
+without a code change. The built-in tables (the ``mig`` field of each model in the ``_gpu_models`` catalogue) serve to
+plan before MIG mode is on, on drivers that list profiles only with MIG on (R535 and older), and to check the driver's
+answer: a profile the table knows with the same geometry keeps the table's name, and the driver's name (``3g.39gb`` for
+``3g.40gb`` on some releases) is an alias.
 
-Plain data and logic without Ansible imports, so that modules and tests share it.
+Logic without Ansible imports, so that modules and tests share it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import known_model_names, mig_geometry
 
 # Compute-instance sizes a GPU instance of each compute size can be split into, besides the full one
 # (``-lcip`` on A100/H100: a 3g GI offers 1c and 2c, a 4g GI 1c and 2c, a 7g GI 1c to 4c).
@@ -74,52 +75,19 @@ class MigModel:
         return [profile.name for profile in self.profiles]
 
 
-def _eight_slice_model(gpu_name, one, one_media, one_double, two, three, four, seven):
-    """A model with 7 compute and 8 memory slices (A100, H100, H200): the profile names differ, the geometry does not."""
-    profiles = (
-        GpuInstanceProfile(one, 19, 1, 1, 7, (0, 1, 2, 3, 4, 5, 6)),
-        GpuInstanceProfile(one_media, 20, 1, 1, 1, (0, 1, 2, 3, 4, 5, 6)),
-        GpuInstanceProfile(one_double, 15, 1, 2, 4, (0, 2, 4, 6)),
-        GpuInstanceProfile(two, 14, 2, 2, 3, (0, 2, 4)),
-        GpuInstanceProfile(three, 9, 3, 4, 2, (0, 4)),
-        GpuInstanceProfile(four, 5, 4, 4, 1, (0,)),
-        GpuInstanceProfile(seven, 0, 7, 8, 1, (0,)),
-    )
-    return MigModel(gpu_name, memory_slices=8, compute_slices=7, profiles=profiles)
-
-
-_A100_80GB_NAMES = ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
-
-_MODELS = (
-    _eight_slice_model("NVIDIA A100-SXM4-40GB", "1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
-    _eight_slice_model("NVIDIA A100-SXM4-80GB", *_A100_80GB_NAMES),
-    _eight_slice_model("NVIDIA A100 80GB PCIe", *_A100_80GB_NAMES),
-    _eight_slice_model("NVIDIA H100 80GB HBM3", *_A100_80GB_NAMES),
-    _eight_slice_model("NVIDIA H100 PCIe", *_A100_80GB_NAMES),
-    _eight_slice_model("NVIDIA H100 NVL", "1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
-    _eight_slice_model("NVIDIA H200", "1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
-    # A30 has 4 compute and 4 memory slices, and its own profile IDs.
-    MigModel(
-        "NVIDIA A30",
-        memory_slices=4,
-        compute_slices=4,
-        profiles=(
-            GpuInstanceProfile("1g.6gb", 14, 1, 1, 4, (0, 1, 2, 3)),
-            GpuInstanceProfile("1g.6gb+me", 21, 1, 1, 1, (0, 1, 2, 3)),
-            GpuInstanceProfile("2g.12gb", 5, 2, 2, 2, (0, 2)),
-            # Since R525 (MIG User Guide, "A30 MIG Profiles"); ID and placements as an R535 driver lists them.
-            GpuInstanceProfile("2g.12gb+me", 6, 2, 2, 1, (0, 2)),
-            GpuInstanceProfile("4g.24gb", 0, 4, 4, 1, (0,)),
-        ),
-    ),
-)
-
-MIG_MODELS = {model.gpu_name: model for model in _MODELS}
-
-
 def mig_model(gpu_name):
-    """Return the MigModel of the GPU model nvidia-smi calls ``gpu_name``, or None when it is not catalogued."""
-    return MIG_MODELS.get(gpu_name)
+    """Return the MigModel of the GPU model nvidia-smi calls ``gpu_name``, from its catalogue entry (``_gpu_models``), or
+    None when the catalogue does not know the model or the model has no MIG."""
+    geometry = mig_geometry(gpu_name)
+    if geometry is None:
+        return None
+    profiles = tuple(GpuInstanceProfile(*profile) for profile in geometry["profiles"])
+    return MigModel(gpu_name, memory_slices=geometry["memory_slices"], compute_slices=geometry["compute_slices"], profiles=profiles)
+
+
+def mig_model_names():
+    """Return the names of the catalogued models that have MIG, sorted."""
+    return [name for name in known_model_names() if mig_geometry(name) is not None]
 
 
 def parse_placements(text):
@@ -212,3 +180,22 @@ def is_full_compute_instance(name):
     """Tell whether a compute-instance name such as ``3g.40gb`` (not ``1c.3g.40gb``) uses its whole GPU instance."""
     match = _PROFILE_NAME.match(name)
     return match is not None and match.group("compute") in (None, match.group("slices"))
+
+
+def mig_device_name(profile):
+    """Return a MIG profile as the NVIDIA device plugin and GPU feature discovery write it in names: ``1g.10gb.me``.
+
+    A ``+`` cannot stand in a resource name, a label or a DNS name, so both write it ``.`` (k8s-device-plugin
+    ``internal/rm/rm.go`` ``AddDefaultResourcesToConfig`` and ``internal/resource/nvml-mig-device.go`` ``GetName``).
+    """
+    return profile.replace("+", ".")
+
+
+def mig_resource(profile):
+    """Return the extended resource of a MIG profile under the mixed strategy: ``nvidia.com/mig-1g.10gb.me`` for ``1g.10gb+me``.
+
+    The device plugin registers ``mig-<profile>`` for each GPU-instance profile and, since v0.20.0 (the release GPU
+    Operator v26.7.0 pins), files a MIG device only under the pattern its profile matches whole, so a ``+me`` instance
+    counts under its own resource, not under the plain profile's.
+    """
+    return "nvidia.com/mig-" + mig_device_name(profile)

@@ -22,6 +22,7 @@ import tempfile
 import pytest
 
 DOUBLE = pathlib.Path(__file__).resolve().parents[2] / "lab" / "doubles" / "nvidia_smi" / "nvidia-smi"
+GPU_MODELS = DOUBLE.parents[1] / "gpu_models.json"
 # The lab's package rewrites the shebang to /usr/bin/python3, as dh_python3 does; use that interpreter
 # when it exists (a user without access to this test's interpreter can run it), else this one.
 INTERPRETER = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -95,6 +96,8 @@ class Lab:
         self.double_path = directory / "nvidia-smi"
         shutil.copyfile(DOUBLE, self.double_path)
         os.chmod(self.double_path, 0o755)
+        self.models_path = directory / "gpu_models.json"
+        shutil.copyfile(GPU_MODELS, self.models_path)
         self.hardware_path = directory / "hardware.json"
         self.driver_path = directory / "driver.json"
         self.state_path = directory / "state" / "nvidia-smi-state.json"
@@ -119,6 +122,7 @@ class Lab:
             "NVSMI_DOUBLE_HARDWARE": str(self.hardware_path),
             "NVSMI_DOUBLE_STATE": str(self.state_path),
             "NVSMI_DOUBLE_DRIVER": str(self.driver_path),
+            "LAB_GPU_MODELS": str(self.models_path),
         }
         environment.pop("NVSMI_DOUBLE_CALL_LOG", None)
         if self.call_log_path:

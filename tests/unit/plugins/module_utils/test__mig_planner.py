@@ -391,10 +391,18 @@ class FakeSmi:
             gpu["mig_mode_current"] = gpu["mig_mode_pending"]
         return ""
 
+    def set_persistence_mode(self, indices, enabled):
+        self.calls.append(("set_persistence_mode", tuple(indices), enabled))
+        for index in indices:
+            self.gpus[index]["persistence_mode"] = "Enabled" if enabled else "Disabled"
+
     def reset(self, indices):
-        """All the GPUs or none, listing the held ones as nvidia-smi -r does (mig.md 4.6)."""
+        """All the GPUs or none, listing the held ones as nvidia-smi -r does (mig.md 4.6); persistence mode holds a GPU too."""
         self.calls.append(("reset", tuple(indices)))
-        held = [index for index in indices if self.holders and (self.held is None or index in self.held)]
+        held = [
+            index for index in indices
+            if self.holders and (self.held is None or index in self.held) or self.gpus[index]["persistence_mode"] == "Enabled"
+        ]
         if held:
             lines = "".join(f"  GPU {self.gpus[index]['pci_bus_id']}: In use by another client\n" for index in held)
             return False, "The following GPUs could not be reset:\n" + lines
@@ -469,17 +477,20 @@ def test_a_refused_reset_leaves_the_mode_pending_and_creates_nothing():
     processes = [{"pid": 4242, "process_name": "python3", "gpu_uuid": "GPU-1"}]
     smi = FakeSmi(gpus, {}, holders=["nv-hostengine"], clients=["nv-hostengine (DCGM)", "the nvidia_drm kernel module"])
     outcome = apply_plans(plans, smi, processes)
-    assert mutations(smi) == [("set_mig_mode", 0, True), ("set_mig_mode", 1, True), ("reset", (0, 1))]
+    assert mutations(smi) == [
+        ("set_mig_mode", 0, True), ("set_mig_mode", 1, True),
+        ("set_persistence_mode", (0,), False), ("reset", (0, 1)), ("set_persistence_mode", (0,), True),
+    ]
     assert outcome.blocked == {
-        0: "held by nv-hostengine (DCGM), the nvidia_drm kernel module, persistence mode (nvidia-persistenced or nvidia-smi -pm 1)",
+        0: "held by nv-hostengine (DCGM), the nvidia_drm kernel module",
         1: "held by nv-hostengine (DCGM), the nvidia_drm kernel module, PID 4242 (python3)",
     }
-    assert outcome.actions[-1] == "GPUs 0, 1: reset refused, so the MIG mode change stays pending"
+    assert outcome.actions[-2:] == ["GPUs 0, 1: reset refused, so the MIG mode change stays pending", "GPU 0: persistence mode back on"]
     failed, message = summarize("x", plans, outcome, smi.read_gpus(), smi.read_instances())
     assert not failed
     assert message == (
-        "Layout 'x' is applied except on GPU 0 (held by nv-hostengine (DCGM), the nvidia_drm kernel module, "
-        "persistence mode (nvidia-persistenced or nvidia-smi -pm 1)), GPU 1 (held by nv-hostengine (DCGM), the nvidia_drm kernel module, "
+        "Layout 'x' is applied except on GPU 0 (held by nv-hostengine (DCGM), the nvidia_drm kernel module), "
+        "GPU 1 (held by nv-hostengine (DCGM), the nvidia_drm kernel module, "
         "PID 4242 (python3)), whose MIG mode change waits for a GPU reset that could not be done; "
         "free the GPU and run again, or reboot the node and run again."
     )
@@ -619,3 +630,67 @@ def test_the_gpu_instances_report_gives_placements_and_profile_ids_of_gpus_in_mi
         ],
     }]
     assert report_gpu_instances([node_gpu(0)], {}) == [{"index": 0, "uuid": "GPU-0", "gpu_instances": []}]
+
+
+def test_legacy_persistence_mode_is_off_for_the_reset_and_back_on_where_it_was_on():
+    # nvidia-smi -pm 1 outlives nvidia-persistenced and holds the GPU: the reset needs -pm 0 (NVIDIA/NVSentinel#1690).
+    gpus = [node_gpu(0, name="NVIDIA A100-SXM4-80GB", current="Disabled"), node_gpu(1, name="NVIDIA A100-SXM4-80GB", current="Disabled")]
+    gpus[0]["persistence_mode"] = "Enabled"
+    plans = plan_node("x", gpus, {}, {0: WantedGpu(True, {"7g.80gb": 1}), 1: WantedGpu(True, {"7g.80gb": 1})})
+    assert planned_actions(plans)[1] == (
+        "GPU 0: reset if the MIG mode change is still pending, as Ampere GPUs need, with persistence mode off during the reset"
+    )
+    smi = FakeSmi(gpus, {})
+    outcome = apply_plans(plans, smi)
+    assert mutations(smi) == [
+        ("set_mig_mode", 0, True), ("set_mig_mode", 1, True),
+        ("set_persistence_mode", (0,), False), ("reset", (0, 1)), ("set_persistence_mode", (0,), True),
+        ("create", 0, ((0, 0),)), ("create", 1, ((0, 0),)),
+    ]
+    assert outcome.actions[2:5] == [
+        "GPU 0: persistence mode off for the reset",
+        "GPUs 0, 1: reset so that the MIG mode change takes effect",
+        "GPU 0: persistence mode back on",
+    ]
+    assert not outcome.blocked
+    assert [gpu["persistence_mode"] for gpu in smi.read_gpus()] == ["Enabled", "Disabled"]
+
+
+def test_persistence_mode_is_left_alone_without_a_reset():
+    gpus = [node_gpu(0, name="NVIDIA A100-SXM4-80GB", current="Disabled")]
+    gpus[0]["persistence_mode"] = "Enabled"
+    plans = plan_node("x", gpus, {}, {0: WantedGpu(True, {"7g.80gb": 1})})
+    smi = FakeSmi(gpus, {})
+    outcome = apply_plans(plans, smi, reset=False)
+    assert mutations(smi) == [("set_mig_mode", 0, True)]
+    assert outcome.blocked == {0: "not reset because GPU resets were not allowed (reset=false)"}
+
+
+def test_the_record_leaves_out_an_ampere_gpu_whose_mig_disable_waits_for_a_reset():
+    # dc2's A100 going to all-disabled while DCGM blocks the reset: a reboot applies the disable (MIG User Guide, "GPU
+    # Reset"), so the boot restore must not find the GPU in MIG mode in the record.
+    a100 = [gi(1, "3g.40gb", 0, model=mig_model("NVIDIA A100-SXM4-80GB")), gi(2, "3g.40gb", 4, model=mig_model("NVIDIA A100-SXM4-80GB"))]
+    gpus = [node_gpu(0, name="NVIDIA A100-SXM4-80GB"), node_gpu(1, name="NVIDIA A100-SXM4-80GB")]
+    plans = plan_node("all-disabled", gpus, {0: a100}, {0: WantedGpu(False, {}), 1: WantedGpu(False, {})})
+    smi = FakeSmi(gpus, {0: a100}, holders=["nv-hostengine"], clients=["nv-hostengine (DCGM)"])
+    outcome = apply_plans(plans, smi)
+    assert outcome.blocked == {0: "held by nv-hostengine (DCGM)", 1: "held by nv-hostengine (DCGM)"}
+    after = smi.read_gpus()
+    assert [(gpu["mig_mode_current"], gpu["mig_mode_pending"]) for gpu in after] == [("Enabled", "Disabled")] * 2
+    assert report_gpu_instances(after, smi.read_instances(), plans) == []
+
+
+def test_the_record_gives_an_ampere_gpu_whose_mig_enable_waits_the_instances_planned_for_it():
+    gpus = [node_gpu(0, name="NVIDIA A100-SXM4-80GB", current="Disabled")]
+    plans = plan_node("x", gpus, {}, {0: WantedGpu(True, {"3g.40gb": 1, "1g.10gb": 1})})
+    smi = FakeSmi(gpus, {}, holders=["nv-hostengine"])
+    outcome = apply_plans(plans, smi)
+    assert 0 in outcome.blocked
+    assert report_gpu_instances(smi.read_gpus(), smi.read_instances(), plans) == [{
+        "index": 0,
+        "uuid": "GPU-0",
+        "gpu_instances": [
+            {"profile": "3g.40gb", "profile_id": 9, "placement": {"start": 0, "size": 4}, "compute_instances": [{"profile": "3g.40gb"}]},
+            {"profile": "1g.10gb", "profile_id": 19, "placement": {"start": 4, "size": 1}, "compute_instances": [{"profile": "1g.10gb"}]},
+        ],
+    }]

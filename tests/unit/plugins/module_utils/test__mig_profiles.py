@@ -12,18 +12,20 @@ import pytest
 from ansible_collections.onprem.gpu.plugins.module_utils._gpu_models import model_info
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_planner import LayoutError, check_layout
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import (
-    MIG_MODELS,
     driver_model,
     is_full_compute_instance,
     is_profile_name,
+    mig_device_name,
     mig_model,
+    mig_model_names,
+    mig_resource,
     parse_placements,
     table_disagreements,
 )
 from ansible_collections.onprem.gpu.plugins.module_utils._nvsmi_mig import parse_gpu_instance_profiles
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mig"
-EIGHT_SLICE_MODELS = [name for name, model in MIG_MODELS.items() if model.memory_slices == 8]
+EIGHT_SLICE_MODELS = [name for name in mig_model_names() if mig_model(name).memory_slices == 8]
 
 # (nvidia-smi ID, name, max count) per model, as public `nvidia-smi mig -lgip` captures print them: A100-SXM4-40GB on
 # driver 580.126.09 (a Korean blog post), A100 80GB from NVIDIA/mig-parted issue 97 and a public A100-SXM4-80GB capture,
@@ -112,7 +114,7 @@ def recorded_placements(name):
 
 
 def test_the_catalogue_covers_the_models_of_the_collection():
-    assert sorted(MIG_MODELS) == sorted(PROFILE_TABLES)
+    assert mig_model_names() == sorted(PROFILE_TABLES)
 
 
 @pytest.mark.parametrize("gpu_name", sorted(PROFILE_TABLES))
@@ -316,3 +318,31 @@ def test_is_profile_name(name, valid):
 @pytest.mark.parametrize("name, full", [("3g.40gb", True), ("3c.3g.40gb", True), ("1c.3g.40gb", False), ("2c.7g.80gb", False), ("MIG 3g.40gb", False)])
 def test_is_full_compute_instance(name, full):
     assert is_full_compute_instance(name) is full
+
+
+# The name part of a Kubernetes extended resource (a qualified name: apimachinery validation IsQualifiedName).
+_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+@pytest.mark.parametrize(
+    "profile, resource",
+    [
+        ("1g.10gb", "nvidia.com/mig-1g.10gb"),
+        ("7g.141gb", "nvidia.com/mig-7g.141gb"),
+        ("1g.10gb+me", "nvidia.com/mig-1g.10gb.me"),
+        ("1g.5gb+me", "nvidia.com/mig-1g.5gb.me"),
+        ("1g.24gb+me.all", "nvidia.com/mig-1g.24gb.me.all"),
+        ("1g.24gb+gfx", "nvidia.com/mig-1g.24gb.gfx"),
+        ("1g.24gb-me", "nvidia.com/mig-1g.24gb-me"),
+    ],
+)
+def test_mig_resource_is_the_device_plugins_name(profile, resource):
+    """The device plugin's rule, k8s-device-plugin v0.20.0 internal/rm/rm.go AddDefaultResourcesToConfig:
+    ``strings.ReplaceAll("mig-"+p.String(), "+", ".")`` under the nvidia.com/ domain, one resource per GPU-instance
+    profile; api/config/v1/resources.go matches a device's profile against the whole pattern since v0.20.0, so a +me
+    instance counts under its own resource. GPU feature discovery names its labels after the same resource with the
+    device written as internal/resource/nvml-mig-device.go GetName writes it ('+' as '.')."""
+    assert mig_resource(profile) == resource
+    assert resource.startswith("nvidia.com/") and _QUALIFIED_NAME.match(resource.split("/", 1)[1])
+    assert mig_resource(profile) == "nvidia.com/mig-" + mig_device_name(profile)
+    assert "+" not in mig_device_name(profile)
