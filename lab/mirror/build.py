@@ -6,6 +6,9 @@ publish, and the files it installs (usually a hardware double from lab/doubles).
 laid out like any internal mirror (dists/<suite>/main, pool/), signed with a key generated for this
 checkout, and served to the lab nodes over HTTP. Roles consume it exactly like a vendor mirror.
 
+A `src` that is a directory is a Python package with a __main__.py (lab/doubles/kube/kube_double): it is installed as one
+executable zip application (PEP 441, as `python -m zipapp` makes one) that runs the package as `python -m <package>` would.
+
 The DOCA stand-ins are also published as NVIDIA publishes DOCA: a flat repository (no dists/, APT suite "./")
 at doca/<version>/debian12/x86_64/, like https://linux.mellanox.com/public/repo/doca/<version>/ubuntu22.04/x86_64/.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import io
 import json
 import os
 import re
@@ -22,6 +26,8 @@ import string
 import subprocess
 import sys
 import tempfile
+import time
+import zipfile
 from pathlib import Path
 
 import yaml
@@ -32,9 +38,12 @@ COMPONENT = 'main'
 ARCHITECTURES = ('amd64',)
 KEY_UID = 'onprem.gpu lab mirror <lab-mirror@onprem-gpu.invalid>'
 KEY_FILE_NAME = 'onprem-gpu-lab.gpg'
+# The key's fingerprint, beside the key home: the lab inventory pins it (onprem_gpu_mirror_key_fingerprint), as a site pins its mirror's.
+FINGERPRINT_FILE_NAME = 'onprem-gpu-lab.fingerprint'
 # Fixed timestamps make the same inputs give the same packages, so nodes see no spurious upgrades.
 SOURCE_DATE_EPOCH = '1767225600'
 GENERIC_PYTHON_SHEBANG = b'#!/usr/bin/env python\n'
+PYTHON3_SHEBANG = b'#!/usr/bin/python3\n'
 # The stand-ins of what NVIDIA's DOCA repository holds; its version is doca-roce's upstream version.
 DOCA_PACKAGES = ('doca-roce', 'ibverbs-utils', 'mlnx-ofed-kernel-utils', 'mlnx-tools')
 DOCA_RELEASE_DIR = 'debian12/x86_64'
@@ -68,8 +77,8 @@ def check_spec(path: Path, spec: object) -> None:
     for entry in spec['files']:
         if 'dest' not in entry or ('src' in entry) == ('content' in entry):
             raise SpecError(f'{path}: each file needs `dest` and exactly one of `src` or `content`.')
-        if 'src' in entry and not (LAB_DIR / entry['src']).is_file():
-            raise SpecError(f'{path}: {entry["src"]} does not exist under lab/.')
+        if 'src' in entry and not ((LAB_DIR / entry['src']).is_file() or (LAB_DIR / entry['src'] / '__main__.py').is_file()):
+            raise SpecError(f'{path}: {entry["src"]} is neither a file nor a Python package with a __main__.py under lab/.')
 
 
 def running_kernel_headers_spec() -> dict:
@@ -105,7 +114,7 @@ def build_deb(spec: dict, version: str, pool: Path) -> Path:
             target = root / entry['dest'].lstrip('/')
             target.parent.mkdir(parents=True, exist_ok=True)
             if 'src' in entry:
-                install_source(LAB_DIR / entry['src'], target)
+                target.write_bytes(installed_content(LAB_DIR / entry['src']))
             else:
                 target.write_text(string.Template(entry['content']).substitute(substitutions))
             target.chmod(int(str(entry.get('mode', '0644')), 8))
@@ -127,12 +136,32 @@ def build_deb(spec: dict, version: str, pool: Path) -> Path:
     return deb
 
 
-def install_source(source: Path, target: Path) -> None:
-    """Copy a file into the package, pointing a generic Python shebang at python3 as dh_python3 does."""
+def installed_content(source: Path) -> bytes:
+    """What a `src` installs: a file with a generic Python shebang pointed at python3 as dh_python3 does, a package directory as a
+    zip application (zip_application)."""
+    if source.is_dir():
+        return zip_application(source)
     content = source.read_bytes()
     if content.startswith(GENERIC_PYTHON_SHEBANG):
-        content = b'#!/usr/bin/python3\n' + content[len(GENERIC_PYTHON_SHEBANG):]
-    target.write_bytes(content)
+        content = PYTHON3_SHEBANG + content[len(GENERIC_PYTHON_SHEBANG):]
+    return content
+
+
+def zip_application(package: Path) -> bytes:
+    """The package's Python files under its name, and a __main__.py that runs it as `python -m <package>` would (argv untouched,
+    so a program that acts as the name it is called by still sees it), behind a python3 shebang. The files' order, times and modes
+    are fixed, so the same sources give the same bytes (and the same package)."""
+    files = sorted(file for file in package.rglob('*.py') if '__pycache__' not in file.parts)
+    entries = [('__main__.py', f'import runpy\nrunpy.run_module({package.name!r}, run_name="__main__")\n'.encode())]
+    entries += [(f'{package.name}/{file.relative_to(package).as_posix()}', file.read_bytes()) for file in files]
+    buffer = io.BytesIO()
+    buffer.write(PYTHON3_SHEBANG)
+    with zipfile.ZipFile(buffer, 'w') as archive:
+        for name, data in entries:
+            info = zipfile.ZipInfo(name, date_time=time.gmtime(int(SOURCE_DATE_EPOCH))[:6])
+            info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+            archive.writestr(info, data)
+    return buffer.getvalue()
 
 
 def run(argv: list[str], env: dict | None = None, cwd: Path | None = None, stdout=subprocess.DEVNULL) -> subprocess.CompletedProcess:
@@ -229,7 +258,7 @@ def inputs_digest(specs: list[dict], fingerprint: str) -> str:
     for spec in specs:
         for entry in spec['files']:
             if 'src' in entry:
-                digest.update((LAB_DIR / entry['src']).read_bytes())
+                digest.update(installed_content(LAB_DIR / entry['src']))
     return digest.hexdigest()
 
 
@@ -237,6 +266,7 @@ def build(output: Path) -> None:
     specs = load_specs(LAB_DIR / 'mirror' / 'packages') + [running_kernel_headers_spec()]
     gnupg_home = output / 'gnupg'
     fingerprint = ensure_signing_key(gnupg_home)
+    (output / FINGERPRINT_FILE_NAME).write_text(fingerprint + '\n')
     # The mirror container serves published/repo; a new build is swapped in by renames so that a
     # running mirror (which mounts published/) serves either the old or the new tree, never half of one.
     published = output / 'published'

@@ -1,6 +1,6 @@
 """Direct apply (cluster_addons_apply=true) of inventories/onprem-dc1 against the lab's Kubernetes API double.
 
-The double (lab/doubles/kube/kube) runs here as in tests/lab/test_kube_api_double.py: `kubeadm init` of one control
+The double (the kube_double package in lab/doubles/kube) runs here as in tests/lab/test_kube_api_double.py: `kubeadm init` of one control
 plane whose kubelet is a child process serving the API over HTTPS. The inventory is copied and the admin kubeconfig put
 where kube_control_plane fetches it (<inventory>/artifacts/dc1/admin.conf), so the play finds it by default. The
 operators' CRDs (Argo CD, Kueue, Network Operator, Prometheus Operator) are stand-ins that accept any fields: the

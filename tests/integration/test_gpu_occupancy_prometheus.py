@@ -17,7 +17,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 REPO = Path(__file__).resolve().parents[2]
-# The module is imported as the collection's; tests/unit/conftest.py makes the collection importable.
+# The module is imported as the collection's; tests/conftest.py makes the collection importable.
 sys.path[:0] = [str(REPO / "tests" / "unit"), str(REPO / "lab" / "prometheus")]
 import conftest  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 import lab_prometheus  # noqa: E402  pylint: disable=wrong-import-position

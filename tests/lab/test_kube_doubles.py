@@ -1,10 +1,14 @@
 """Tests of the kubeadm, kubelet and kubectl doubles (lab/doubles/kube/README.md): two clusters on this machine.
 
+The double runs as the lab nodes run it: the package lab/doubles/kube/kube_double packed by the lab mirror's build
+(lab/mirror/build.py) into one executable zip application, called as kubeadm, kubelet or kubectl.
 Each node is a directory (KUBE_DOUBLE_ROOT) holding its /etc/kubernetes and /var/lib/kubelet; kubeadm starts the
 kubelet double as a child process instead of through systemd; each control plane serves its API on 127.0.0.1 at
 its own port. The worker joins with a token and the CA hash, as the roles make it join.
 """
 
+import importlib
+import importlib.util
 import json
 import os
 import pathlib
@@ -16,9 +20,31 @@ import sys
 import pytest
 import yaml
 
-DOUBLE = pathlib.Path(__file__).resolve().parents[2] / "lab" / "doubles" / "kube" / "kube"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DOUBLE_PACKAGE = REPO / "lab" / "doubles" / "kube" / "kube_double"
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 VERSION = "1.35.4"
+
+
+def load_mirror_build():
+    spec = importlib.util.spec_from_file_location("lab_mirror_build", REPO / "lab" / "mirror" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_double(target):
+    """The double as a package installs it: the zip application the lab mirror's build makes of the package."""
+    target.write_bytes(load_mirror_build().zip_application(DOUBLE_PACKAGE))
+    target.chmod(0o755)
+    return target
+
+
+def import_double(module):
+    """A module of the double's package, imported in this process from the source tree (the zip application holds these files)."""
+    if str(DOUBLE_PACKAGE.parent) not in sys.path:
+        sys.path.insert(0, str(DOUBLE_PACKAGE.parent))
+    return importlib.import_module(f"kube_double.{module}")
 
 
 def free_port():
@@ -35,8 +61,9 @@ class Node:
         bin_dir = base / "bin"
         if not bin_dir.exists():
             bin_dir.mkdir()
+            double = write_double(base / "kube")
             for program in ("kubeadm", "kubelet", "kubectl"):
-                (bin_dir / program).symlink_to(DOUBLE)
+                (bin_dir / program).symlink_to(double)
         self.bin = bin_dir
         # Written once: the running kubelets read it at every heartbeat, and a rewrite in place could be read half-written.
         version_file = base / "version.json"

@@ -11,8 +11,6 @@ grace period) are tested in process.
 
 import base64
 import http.client
-import importlib.machinery
-import importlib.util
 import ipaddress
 import json
 import os
@@ -24,7 +22,7 @@ import time
 
 import pytest
 import yaml
-from test_kube_doubles import DOUBLE, PYTHON, Node, free_port, init_config
+from test_kube_doubles import PYTHON, Node, free_port, import_double, init_config
 
 NVIDIA_SMI = pathlib.Path(__file__).resolve().parents[2] / "lab" / "doubles" / "nvidia_smi" / "nvidia-smi"
 NODE = "dc1-gpu1"
@@ -36,15 +34,8 @@ DEPLOY = "nvidia.com/gpu.deploy."
 PLUGIN_APP = "nvidia-device-plugin-daemonset"
 
 
-def load_double():
-    loader = importlib.machinery.SourceFileLoader("kube_double", str(DOUBLE))
-    spec = importlib.util.spec_from_loader("kube_double", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-kube = load_double()
+device_plugin = import_double("device_plugin")
+workloads = import_double("workloads")
 
 
 class Api:
@@ -391,6 +382,23 @@ def test_a_plugin_that_cannot_reach_the_driver_advertises_nothing_and_recovers(l
     resources_become(lab, {"nvidia.com/gpu": "56", "nvidia.com/mig-1g.10gb": "56"}, {"nvidia.com/gpu": "56", "nvidia.com/mig-1g.10gb": "0"})
 
 
+def test_a_media_extension_instance_is_advertised_under_its_own_resource(lab):
+    """The device plugin v0.20.0 (GPU Operator v26.7.0) names the resource of 1g.10gb+me nvidia.com/mig-1g.10gb.me
+    (k8s-device-plugin internal/rm/rm.go, api/config/v1/resources.go): GPU 0 gets one +me instance (profile 20) beside six 1g.10gb."""
+    admin, gpus = lab["admin"], lab["gpus"]
+    label(lab, device_plugin=PAUSED)
+    until(lambda: pods_of(lab, PLUGIN_APP) == [], "the device plugin pod to go")
+    state = json.loads(gpus.state_path.read_text())
+    instances = state["gpus"][0]["gpu_instances"]
+    instances[0] = dict(instances[0], profile_id=20)
+    gpus.write_state(state)
+    admin("PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{PLUGIN_APP}",
+          [{"op": "replace", "path": "/spec/template/spec/containers/0/env/0/value", "value": "mixed"}], "application/json-patch+json")
+    label(lab, device_plugin="true")
+    resources_become(lab, {"nvidia.com/gpu": "56", "nvidia.com/mig-1g.10gb": "55", "nvidia.com/mig-1g.10gb.me": "1"},
+                     {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "55", "nvidia.com/mig-1g.10gb.me": "1"})
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # the double's functions, in process
 
@@ -409,18 +417,21 @@ def gpu(mig=False, *devices):
     pytest.param([gpu(True, "1g.10gb", "2g.20gb")], "single", "more than one MIG device type present on node", id="single-two-profiles"),
     pytest.param([gpu(True, "3g.40gb", "1g.10gb", "1g.10gb"), gpu()], "mixed",
                  {"nvidia.com/gpu": 1, "nvidia.com/mig-3g.40gb": 1, "nvidia.com/mig-1g.10gb": 2}, id="mixed"),
-    pytest.param([gpu(True, "4g.20gb", "1c.2g.10gb", "1c.2g.10gb", "1g.5gb+me")], "mixed",
-                 {"nvidia.com/mig-4g.20gb": 1, "nvidia.com/mig-2g.10gb": 2, "nvidia.com/mig-1g.5gb": 1}, id="mixed-compute-and-media-profiles"),
+    # k8s-device-plugin v0.20.0: internal/rm/rm.go writes '+' as '.'; api/config/v1/resources.go matches whole profiles.
+    pytest.param([gpu(True, "4g.20gb", "1g.5gb+me", "1g.5gb", "1g.5gb")], "mixed",
+                 {"nvidia.com/mig-4g.20gb": 1, "nvidia.com/mig-1g.5gb.me": 1, "nvidia.com/mig-1g.5gb": 2}, id="mixed-media-profile-of-its-own"),
+    pytest.param([gpu(True, "4g.20gb", "1c.2g.10gb")], "mixed", "error building device map from config.resources: error building MIG "
+                 "device map: MIG profile '1c.2g.10gb' does not match any resource patterns", id="mixed-compute-instance-profile"),
     pytest.param([gpu(True, "1g.10gb"), gpu(True)], "mixed", "device 0 has an invalid MIG configuration", id="mixed-empty-mig-gpu"),
     pytest.param([gpu(True)], "single", "device 0 has an invalid MIG configuration", id="single-empty-mig-gpu"),
     pytest.param([gpu()], "MIXED", "invalid --mig-strategy option: MIXED", id="unknown-strategy"),
 ])
 def test_the_mig_strategies_register_what_the_plugin_registers(gpus, strategy, expected):
     if isinstance(expected, dict):
-        assert kube.plugin_resources(gpus, strategy) == expected
+        assert device_plugin.plugin_resources(gpus, strategy) == expected
     else:
-        with pytest.raises(kube.PluginError, match=re.escape(expected)):
-            kube.plugin_resources(gpus, strategy)
+        with pytest.raises(device_plugin.PluginError, match=re.escape(expected)):
+            device_plugin.plugin_resources(gpus, strategy)
 
 
 def test_the_listing_is_read_as_nvml_shows_it():
@@ -429,32 +440,32 @@ def test_the_listing_is_read_as_nvml_shows_it():
                "  MIG 1c.2g.10gb  Device  1: (UUID: MIG-8970491e-16e0-5140-9f8f-d561baa3c186)\n"
                "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-00000000-01c0-5173-4811-4ca60f77b3a9)\n"
                "GPU 2: NVIDIA A100-SXM4-40GB (UUID: GPU-11111111-01c0-5173-4811-4ca60f77b3a9)\n")
-    gpus = kube.parse_gpus(listing, "0, Enabled\n1, Enabled\n2, Disabled\n")
+    gpus = device_plugin.parse_gpus(listing, "0, Enabled\n1, Enabled\n2, Disabled\n")
     assert [(g["index"], g["mig"], g["devices"]) for g in gpus] == [(0, True, ["4g.20gb", "1c.2g.10gb"]), (1, True, []), (2, False, [])]
 
 
 def test_the_strategy_comes_from_the_flag_then_the_environment():
     container = {"name": "p", "env": [{"name": "MIG_STRATEGY", "value": "single"}]}
-    assert kube.mig_strategy({"spec": {"containers": [container]}}) == "single"
-    assert kube.mig_strategy({"spec": {"containers": [dict(container, args=["--mig-strategy=mixed"])]}}) == "mixed"
-    assert kube.mig_strategy({"spec": {"containers": [{"name": "p"}]}}) == "none"
+    assert device_plugin.mig_strategy({"spec": {"containers": [container]}}) == "single"
+    assert device_plugin.mig_strategy({"spec": {"containers": [dict(container, args=["--mig-strategy=mixed"])]}}) == "mixed"
+    assert device_plugin.mig_strategy({"spec": {"containers": [{"name": "p"}]}}) == "none"
 
 
 def test_a_missing_nvidia_smi_is_a_plugin_error(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(kube.PluginError, match="failed to initialize NVML: nvidia-smi -L: "):
-        kube.nvidia_smi("-L")
+    with pytest.raises(device_plugin.PluginError, match="failed to initialize NVML: nvidia-smi -L: "):
+        device_plugin.nvidia_smi("-L")
 
 
 def test_a_stopped_plugin_keeps_its_capacity_for_the_grace_period_then_zero():
     stopped = {}
     status = {"capacity": {"cpu": "8", "nvidia.com/gpu": "8"}, "allocatable": {"cpu": "8", "nvidia.com/gpu": "8"}}
-    assert kube.device_manager_patch(status, {"nvidia.com/gpu": 8}, stopped, 0.0) is None  # nothing differs: nothing written
-    assert kube.device_manager_patch(status, {}, stopped, 10.0) == {"status": {"allocatable": {"nvidia.com/gpu": "0"}}}
+    assert device_plugin.device_manager_patch(status, {"nvidia.com/gpu": 8}, stopped, 0.0) is None  # nothing differs: nothing written
+    assert device_plugin.device_manager_patch(status, {}, stopped, 10.0) == {"status": {"allocatable": {"nvidia.com/gpu": "0"}}}
     status["allocatable"]["nvidia.com/gpu"] = "0"
-    assert kube.device_manager_patch(status, {}, stopped, 309.0) is None
-    assert kube.device_manager_patch(status, {}, stopped, 310.0) == {"status": {"capacity": {"nvidia.com/gpu": "0"}}}
-    assert kube.device_manager_patch(status, {"nvidia.com/mig-1g.10gb": 56}, stopped, 311.0) == {"status": {
+    assert device_plugin.device_manager_patch(status, {}, stopped, 309.0) is None
+    assert device_plugin.device_manager_patch(status, {}, stopped, 310.0) == {"status": {"capacity": {"nvidia.com/gpu": "0"}}}
+    assert device_plugin.device_manager_patch(status, {"nvidia.com/mig-1g.10gb": 56}, stopped, 311.0) == {"status": {
         "capacity": {"nvidia.com/mig-1g.10gb": "56", "nvidia.com/gpu": "0"}, "allocatable": {"nvidia.com/mig-1g.10gb": "56"}}}
 
 
@@ -483,4 +494,4 @@ def ds_with(**spec):
     pytest.param(node(taints=[{"key": "k", "effect": "PreferNoSchedule"}]), ds_with(), (True, True), id="prefer-no-schedule"),
 ])
 def test_the_daemon_set_predicates(the_node, ds, expected):
-    assert kube.node_should_run_daemon_pod(the_node, ds) == expected
+    assert workloads.node_should_run_daemon_pod(the_node, ds) == expected

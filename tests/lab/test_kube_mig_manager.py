@@ -18,9 +18,12 @@ import time
 
 import pytest
 import yaml
-from test_kube_doubles import PYTHON, Node
-from test_kube_kubelet_gpu import NVIDIA_SMI, Api, gpu_control_plane, kube, until
+from test_kube_doubles import PYTHON, Node, import_double
+from test_kube_kubelet_gpu import NVIDIA_SMI, Api, gpu_control_plane, until
 from test_kube_kubelet_gpu import Gpus as NodeGpus
+
+mig_manager = import_double("mig_manager")
+mig_parted = import_double("mig_parted")
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 KUBECTL = REPO / ".build" / "bin" / "kubectl"
@@ -472,44 +475,44 @@ H100_GPU = {"index": 0, "device": (0x2330, 0x10DE), "subsystem": (0x16C1, 0x10DE
     pytest.param("version: v1\nmig-configs: {a: [{devices: all, mig-enabled: false, extra: 1}]}", "unexpected field: extra", id="extra"),
 ])
 def test_config_files_are_refused_as_mig_parted_refuses_them(text, message):
-    with pytest.raises(kube.MigPartedError, match="^error parsing config file: unmarshal error: .*" + message.replace("(", r"\(").replace(")", r"\)")):
-        kube.parse_mig_parted_config(text)
+    with pytest.raises(mig_parted.MigPartedError, match="^error parsing config file: unmarshal error: .*" + message.replace("(", r"\(").replace(")", r"\)")):
+        mig_parted.parse_mig_parted_config(text)
 
 
 def test_the_operator_default_layouts_parse_and_select_by_device_id():
-    configs = kube.parse_mig_parted_config(MIG_PARTED_CONFIG)
-    entries = kube.select_mig_config(configs, "all-1g.10gb")
+    configs = mig_parted.parse_mig_parted_config(MIG_PARTED_CONFIG)
+    entries = mig_parted.select_mig_config(configs, "all-1g.10gb")
     a100 = dict(H100_GPU, index=1, device=(0x20B0, 0x10DE))
     l40s = dict(H100_GPU, index=2, device=(0x26B9, 0x10DE), capable=False, current="[N/A]")
-    walked = [(entry["mig-devices"], gpu["index"]) for entry, gpu in kube.walk_mig_config(entries, [H100_GPU, a100, l40s])]
+    walked = [(entry["mig-devices"], gpu["index"]) for entry, gpu in mig_parted.walk_mig_config(entries, [H100_GPU, a100, l40s])]
     assert walked == [({"1g.10gb": 7}, 0), ({"1g.10gb": 4}, 1)]
-    with pytest.raises(kube.MigPartedError, match="selected mig-config not present: all-2g.20gb"):
-        kube.select_mig_config(configs, "all-2g.20gb")
+    with pytest.raises(mig_parted.MigPartedError, match="selected mig-config not present: all-2g.20gb"):
+        mig_parted.select_mig_config(configs, "all-2g.20gb")
     # A filter with a subsystem id matches that board only; an index list selects GPUs by index.
     entry = {"device-filter": ["0x233010DE:0x16C110DE"], "devices": [0], "mig-enabled": False, "mig-devices": None}
-    assert kube.entry_matches(entry, H100_GPU) and not kube.entry_matches(entry, dict(H100_GPU, subsystem=(0x16C2, 0x10DE)))
-    assert not kube.entry_matches(entry, dict(H100_GPU, index=1))
+    assert mig_parted.entry_matches(entry, H100_GPU) and not mig_parted.entry_matches(entry, dict(H100_GPU, subsystem=(0x16C2, 0x10DE)))
+    assert not mig_parted.entry_matches(entry, dict(H100_GPU, index=1))
 
 
 def test_the_assertions_follow_mig_parted():
-    entries = kube.select_mig_config(kube.parse_mig_parted_config(MIG_PARTED_CONFIG), "all-3g.40gb")
+    entries = mig_parted.select_mig_config(mig_parted.parse_mig_parted_config(MIG_PARTED_CONFIG), "all-3g.40gb")
     done = dict(H100_GPU, devices={"3g.40gb": 2})
-    assert kube.assert_mig_mode(entries, [done]) is None and kube.assert_mig_config(entries, [done]) is None
-    assert kube.assert_mig_config(entries, [dict(done, devices={"3g.40gb": 1, "1g.10gb": 1})]) == "not all GPUs match the specified config"
-    assert kube.assert_mig_mode(entries, [dict(done, current="Disabled")]) == "current mode different than mode being asserted"
+    assert mig_parted.assert_mig_mode(entries, [done]) is None and mig_parted.assert_mig_config(entries, [done]) is None
+    assert mig_parted.assert_mig_config(entries, [dict(done, devices={"3g.40gb": 1, "1g.10gb": 1})]) == "not all GPUs match the specified config"
+    assert mig_parted.assert_mig_mode(entries, [dict(done, current="Disabled")]) == "current mode different than mode being asserted"
     # A GPU that no entry selects fails the config assertion, not the mode one.
     only_first = [dict(entries[0], devices=[0])]
-    assert kube.assert_mig_mode(only_first, [done, dict(done, index=1, devices={})]) is None
-    assert kube.assert_mig_config(only_first, [done, dict(done, index=1, devices={})]) == "not all GPUs match the specified config"
+    assert mig_parted.assert_mig_mode(only_first, [done, dict(done, index=1, devices={})]) is None
+    assert mig_parted.assert_mig_config(only_first, [done, dict(done, index=1, devices={})]) == "not all GPUs match the specified config"
 
 
 def test_the_orderings_are_those_mig_parted_tries():
-    assert kube.flatten_mig_config({"1g.10gb": 2, "3g.40gb": 1, "2g.20gb": 1}) == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
-    assert kube.flatten_mig_config({"1c.2g.20gb": 1, "2g.20gb": 1}) == ["2g.20gb", "1c.2g.20gb"]
-    assert list(kube.mig_orderings(["1g.10gb"] * 7)) == [["1g.10gb"] * 7]
-    assert list(kube.mig_orderings(["3g", "1g", "1g"])) == [["3g", "1g", "1g"], ["1g", "3g", "1g"], ["1g", "1g", "3g"]]
-    assert len(list(kube.mig_orderings(["3g", "2g", "1g", "1g"]))) == 12
-    assert kube.mig_profile("1c.2g.20gb") == (1, 2, "2g.20gb", "1c.2g.20gb") and kube.mig_profile("1g.10gb+me") == (1, 1, "1g.10gb+me", None)
+    assert mig_parted.flatten_mig_config({"1g.10gb": 2, "3g.40gb": 1, "2g.20gb": 1}) == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+    assert mig_parted.flatten_mig_config({"1c.2g.20gb": 1, "2g.20gb": 1}) == ["2g.20gb", "1c.2g.20gb"]
+    assert list(mig_parted.mig_orderings(["1g.10gb"] * 7)) == [["1g.10gb"] * 7]
+    assert list(mig_parted.mig_orderings(["3g", "1g", "1g"])) == [["3g", "1g", "1g"], ["1g", "3g", "1g"], ["1g", "1g", "3g"]]
+    assert len(list(mig_parted.mig_orderings(["3g", "2g", "1g", "1g"]))) == 12
+    assert mig_parted.mig_profile("1c.2g.20gb") == (1, 2, "2g.20gb", "1c.2g.20gb") and mig_parted.mig_profile("1g.10gb+me") == (1, 1, "1g.10gb+me", None)
 
 
 def test_the_config_comes_from_the_configmap_volume_that_holds_the_file():
@@ -521,11 +524,11 @@ def test_the_config_comes_from_the_configmap_volume_that_holds_the_file():
                  "env": [{"name": "DEFAULT_CONFIG_FILE", "value": "/mig-parted-config/config-default.yaml"}, {"name": "WITH_REBOOT", "value": "True"},
                          {"name": "DEFAULT_GPU_CLIENTS_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]}
     pod["spec"]["containers"] = [container]
-    options = kube.mig_manager_options(pod)
+    options = mig_manager.mig_manager_options(pod)
     assert (options["config_file"], options["with_reboot"], options["namespace"]) == ("/mig-parted-config/config-default.yaml", True, "gpu-operator")
-    assert kube.mig_config_source(pod, container, options["config_file"]) == ("default-mig-parted-config", "config.yaml")
-    assert kube.mig_config_source(pod, container, "/etc/mig/config.yaml") == ("custom", "layouts.yaml")
-    assert kube.mig_config_source(pod, container, "/elsewhere/config.yaml") is None
+    assert mig_manager.mig_config_source(pod, container, options["config_file"]) == ("default-mig-parted-config", "config.yaml")
+    assert mig_manager.mig_config_source(pod, container, "/etc/mig/config.yaml") == ("custom", "layouts.yaml")
+    assert mig_manager.mig_config_source(pod, container, "/elsewhere/config.yaml") is None
     container["env"][1]["value"] = "yes"
-    with pytest.raises(kube.MigManagerNotStarted, match="WITH_REBOOT"):
-        kube.mig_manager_options(pod)
+    with pytest.raises(mig_manager.MigManagerNotStarted, match="WITH_REBOOT"):
+        mig_manager.mig_manager_options(pod)

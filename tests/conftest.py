@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Make ``ansible_collections.onprem.gpu`` importable when pytest runs from a plain checkout.
+"""Make ``ansible_collections.onprem.gpu`` importable when pytest runs from a plain checkout, for every test folder.
 
 The collection is reached through ``.build/collections/ansible_collections/onprem/gpu``, a relative link to the
 repository root (the Makefile makes the same link; whichever runs first wins, the other leaves it alone).
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 COLLECTIONS_DIR = REPOSITORY_ROOT / ".build" / "collections"
 COLLECTION_LINK = COLLECTIONS_DIR / "ansible_collections" / "onprem" / "gpu"
 
