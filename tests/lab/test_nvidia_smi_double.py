@@ -426,6 +426,7 @@ def test_first_use_creates_the_state_with_power_on_defaults(lab):
         "gi_id_personality": "swizzle",
         "error_stream": "stdout",
         "gpu_reset_supported": True,
+        "missing_gpus": [],
         "gpus": [no_mig, no_mig],
     }
     assert oct(lab.state_path.stat().st_mode & 0o777) == "0o644"
