@@ -8,6 +8,8 @@
 #   4. a PodDisruptionBudget blocks the drain: the run fails naming the pod, GPUs unchanged, node cordoned, state failed;
 #   5. a GPU instance creation fails halfway (the nvidia-smi double's fault knob): that GPU rolled back, node cordoned,
 #      state failed, components back;
+#   5b. the device plugin kept off the node (its deploy label at false, which the change keeps): the wait for the new
+#      resources runs out with a message that says nothing was advertised, and why;
 #   6. dc2-gpu1 (A100) to all-1g.10gb without mig_allow_gpu_reset/mig_allow_reboot: refused before draining;
 #   7. the same with mig_allow_gpu_reset and Fabric Manager and nvidia-persistenced (they keep the GPUs held) as host GPU
 #      clients: stopped, the mode changed, started again, the node back in service with 56 MIG devices;
@@ -49,6 +51,8 @@ wait_for_resources() {
 }
 # The GPU instances of dc1-gpu2 as (GPU, profile id, placement), from nvidia-smi on the node.
 gpu_instances() { podman exec "onprem-gpu-lab-$node" nvidia-smi mig -lgi | awk '$2 ~ /^[0-9]+$/ && $3 == "MIG" {print $2, $5, $7}'; }
+# Whether a run's log holds a phrase, whatever line breaks ansible-core's output put in it (YAML results fold long lines).
+said() { tr -s '[:space:]' ' ' <"$out/$1.log" | grep -qF -- "$2"; }
 pod_exists() { "${kubectl[@]}" get pod -n mig-e2e "$1" >/dev/null 2>&1; }
 # The pod $2 of ReplicaSet $1 on dc1-gpu2, as the ReplicaSet controller and the scheduler would make and bind it.
 replica_pod() {
@@ -90,6 +94,7 @@ run_step "mig_reconfigure.yml, $node to all-1g.10gb (drain, apply, back in servi
 [[ "$(cordoned "$node")" == False ]] || fail "$node is still cordoned"
 [[ "$(label "$node" nvidia.com/mig.config)/$(label "$node" nvidia.com/mig.config.state)" == all-1g.10gb/success ]] || fail "$node's MIG labels are wrong"
 [[ "$(label "$node" nvidia.com/gpu.deploy.device-plugin)" == true ]] || fail "$node's device plugin label was not restored"
+[[ -z "$(label "$node" onprem.gpu/maintenance)" ]] || fail "$node still carries the maintenance mark"
 podman exec "onprem-gpu-lab-$node" python3 -c 'import json; d = json.load(open("/etc/onprem-gpu/mig/instances.json")); assert d["layout"] == "all-1g.10gb" and len(d["gpus"]) == 8' \
     || fail "the boot record of $node is not all-1g.10gb"
 grep -E "^$node +: " "$out/reconfigure.log" | sed "s/^/mig e2e, reconfigure recap: /" | tee -a "$timings"
@@ -97,7 +102,7 @@ grep -E "^$node +: " "$out/reconfigure.log" | sed "s/^/mig e2e, reconfigure reca
 # 3. Nothing to do: not drained, nothing written.
 run_step "mig_reconfigure.yml again (no change)" again pass "$reconfigure" --limit "$node" -e mig_layout=all-1g.10gb
 grep -qE "^$node +: ok=[0-9]+ +changed=0 " "$out/again.log" || fail "the second run changed something (see $out/again.log)"
-! grep -q 'TASK \[onprem.gpu.mig : Drain the node\]' "$out/again.log" || fail "the second run drained $node"
+! grep -q 'TASK \[onprem.gpu.maintenance : Drain the node\]' "$out/again.log" || fail "the second run drained $node"
 
 # 3b. A reboot: onprem-mig.service creates the same instances before kubelet starts, and the node advertises them again.
 layout_before="$(gpu_instances)"
@@ -119,8 +124,11 @@ layout_before="$(gpu_instances)"
 run_step "mig_reconfigure.yml held by a PodDisruptionBudget" budget fail "$reconfigure" --limit "$node" -e mig_layout=lab-inference
 grep -q "solo-0" "$out/budget.log" || fail "the failure does not name the pod its budget protects"
 grep -q "its GPUs were not changed" "$out/budget.log" || fail "the failure does not say the GPUs are unchanged"
+said budget "Failed to delete pod mig-e2e/solo-0 due to: Cannot evict pod as it would violate" \
+    || fail "the final message does not name the PodDisruptionBudget as the cause (see $out/budget.log)"
 [[ "$(gpu_instances)" == "$layout_before" ]] || fail "the GPUs changed although the drain failed"
 [[ "$(cordoned "$node")/$(label "$node" nvidia.com/mig.config.state)" == True/failed ]] || fail "$node should stay cordoned with state failed"
+[[ "$(label "$node" onprem.gpu/maintenance)" == failed ]] || fail "$node should be marked onprem.gpu/maintenance=failed"
 "${kubectl[@]}" delete -f tests/e2e/mig/blocking-budget/ >>"$out/setup.log"
 "${kubectl[@]}" delete pod -n mig-e2e solo-0 --ignore-not-found >>"$out/setup.log"
 
@@ -137,15 +145,30 @@ with open(path + ".lock", "a") as lock:
 gpu3_before="$(gpu_instances | awk '$1 == 3')"
 run_step "mig_reconfigure.yml with a GPU instance creation failing" fault fail "$reconfigure" --limit "$node" -e mig_layout=all-3g.40gb
 grep -q "Unknown Error" "$out/fault.log" || fail "the failure does not carry nvidia-smi's error"
+said fault "The node stays cordoned with nvidia.com/mig.config.state=failed; each GPU is at its previous layout or the new one" \
+    || fail "the final message does not say where the GPUs are after the fault (see $out/fault.log)"
 [[ "$(gpu_instances | awk '$1 == 3')" == "$gpu3_before" ]] || fail "GPU 3 was not rolled back to its instances"
 [[ "$(gpu_instances | awk '$1 == 2 {print $2}' | sort -u)" == 9 ]] || fail "GPU 2 should be in the new layout (3g.40gb, profile 9)"
 [[ "$(cordoned "$node")/$(label "$node" nvidia.com/mig.config.state)" == True/failed ]] || fail "$node should stay cordoned with state failed"
 [[ "$(label "$node" nvidia.com/gpu.deploy.device-plugin)" == true ]] || fail "the device plugin label was not restored after the failure"
 
+# 5b. The device plugin kept off dc1-gpu2: its deploy label at false stays false across the change (as mig-manager keeps
+#     it), the lab's kubelet runs no plugin there, and the wait for the new resources runs out and says why.
+"${kubectl[@]}" label node "$node" --overwrite nvidia.com/gpu.deploy.device-plugin=false >>"$out/setup.log"
+run_step "mig_reconfigure.yml with the device plugin kept off the node" plugin fail "$reconfigure" --limit "$node" \
+    -e mig_layout=all-1g.10gb -e mig_resources_timeout=20
+said plugin "$node did not advertise its new MIG resources within 20 s (mig_resources_timeout): no nvidia.com/gpu or nvidia.com/mig-* resource was advertised; expected nvidia.com/mig-1g.10gb: 56." \
+    || fail "the timeout does not say that nothing was advertised (see $out/plugin.log)"
+said plugin "The device plugin does not run on the node: nvidia.com/gpu.deploy.device-plugin is" \
+    || fail "the timeout does not name the device plugin's label as the cause (see $out/plugin.log)"
+! grep -q "Unknown error" "$out/plugin.log" || fail "the timeout still reads as ansible-core's Unknown error"
+[[ "$(cordoned "$node")/$(label "$node" nvidia.com/mig.config.state)" == True/failed ]] || fail "$node should stay cordoned with state failed"
+"${kubectl[@]}" label node "$node" --overwrite nvidia.com/gpu.deploy.device-plugin=true >>"$out/setup.log"
+
 # 6. An Ampere MIG mode change needs a GPU reset or a reboot: without either opt-in, nothing is touched.
 run_step "mig_reconfigure.yml, an A100 mode change without opt-ins" ampere fail "$reconfigure" --limit dc2-gpu1 -e mig_layout=all-1g.10gb
 grep -q "mig_allow_gpu_reset=true" "$out/ampere.log" || fail "the refusal does not name the opt-ins"
-! grep -q 'TASK \[onprem.gpu.mig : Mark the node' "$out/ampere.log" || fail "dc2-gpu1 was touched before the refusal"
+! grep -q 'TASK \[onprem.gpu.maintenance : ' "$out/ampere.log" || fail "dc2-gpu1 was touched before the refusal"
 
 # 7. The same A100 change with the reset allowed, and Fabric Manager and nvidia-persistenced (each keeps the GPUs of an
 #    HGX A100 held, so that they cannot be reset) as the host's GPU clients: stopped, the mode applied, started again.
@@ -183,6 +206,6 @@ wait_for_resources dc1-gpu1 "nvidia.com/gpu=0 nvidia.com/mig-1g.10gb=56" 60
 run_step "mig_reconfigure.yml again through the mig-manager (no change)" operator-again pass \
     "$reconfigure" --limit dc1-gpu1 -e mig_layout=all-1g.10gb -e mig_owner=gpu_operator
 grep -qE "^dc1-gpu1 +: ok=[0-9]+ +changed=0 " "$out/operator-again.log" || fail "the second run through the mig-manager changed something"
-! grep -q 'TASK \[onprem.gpu.mig : Cordon the node\]' "$out/operator-again.log" || fail "the second run cordoned dc1-gpu1"
-echo "mig e2e: check mode, reconfiguration, no-op, PodDisruptionBudget, mid-apply fault, Ampere refusal and reset, and the" \
-     "GPU Operator's mig-manager as expected."
+! grep -q 'TASK \[onprem.gpu.maintenance : Cordon the node\]' "$out/operator-again.log" || fail "the second run cordoned dc1-gpu1"
+echo "mig e2e: check mode, reconfiguration, no-op, PodDisruptionBudget, mid-apply fault, device plugin away, Ampere refusal" \
+     "and reset, and the GPU Operator's mig-manager as expected."
