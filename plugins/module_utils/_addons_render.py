@@ -345,6 +345,7 @@ def pod_security_labels(dc, team):
     return {f"pod-security.kubernetes.io/{mode}{suffix}": value
             for mode in ("enforce", "audit", "warn") for suffix, value in (("", level), ("-version", dc.pod_security_version))}
 
+
 def team_quota(dc, team):
     """A team namespace's ResourceQuota: what the team can reach through Kueue (nominal quota plus what it may borrow)."""
     gpus = team.get("gpus") or {}

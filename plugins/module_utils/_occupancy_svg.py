@@ -54,7 +54,7 @@ def _time_axis(start, end, left, width, y):
     span = max(last - first, 1.0)
     room = max(1, int(width // _TIME_LABEL))
     interval = next((step for step in (3600 * hours for hours in (1, 2, 3, 6, 12, 24, 48, 168, 336, 672)) if span / step <= room), span)
-    stamps = [first] + [stamp for stamp in range(int(first // interval + 1) * int(interval), int(last), int(interval))] + [last]
+    stamps = [first] + list(range(int(first // interval + 1) * int(interval), int(last), int(interval))) + [last]
 
     def x_of(stamp):
         return left + width * (stamp - first) / span
@@ -236,8 +236,8 @@ def cost_chart(onprem_eur, cloud_eur_full, measured, break_even, title="Monthly 
         segments.append(((x, top), (x, top + plot_h)))
         body.append(svg.line(x, top, x, top + plot_h, measured_line))
         legend.append((_line_swatch(measured_line), "measured occupancy"))
-        labels.append((f"measured {measured * 100:.1f}%", [(x + 6, top + 16, "start"), (x - 6, top + 16, "end"),
-                                                          (x + 6, top + plot_h - 8, "start"), (x - 6, top + plot_h - 8, "end")]))
+        spots = [(x + 6, top + 16, "start"), (x - 6, top + 16, "end"), (x + 6, top + plot_h - 8, "start"), (x - 6, top + plot_h - 8, "end")]
+        labels.append((f"measured {measured * 100:.1f}%", spots))
     if break_even is not None and break_even <= 1:
         x, y = left + plot_w * break_even, y_of(onprem_eur)
         body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="#000"/>')

@@ -39,7 +39,9 @@ CASES = [
                  "argument 'kube_node_labels' is of type list and we were unable to convert to dict", id="labels-a-list"),
     pytest.param(host_vars("dc1-gpu1", node_gpu_count="eight"), "dc1-gpu1: node_gpu_count must be a whole number from 1 to 16, not 'eight'.",
                  id="gpu-count-a-word"),
-    pytest.param(group_vars("dc2", datacenter="dc2\n"), "datacenter (set in the group_vars of its datacenter group) must be a DNS label", id="datacenter-newline"),
+    pytest.param(
+        group_vars("dc2", datacenter="dc2\n"), "datacenter (set in the group_vars of its datacenter group) must be a DNS label", id="datacenter-newline"
+    ),
     pytest.param(group_vars("all", onprem_gpu_mirror_key_fingerprint=""),
                  "onprem_gpu_mirror_key_url is http://lab-mirror.onprem-gpu.internal:8080/onprem-gpu-lab.asc, a signing key fetched over plain HTTP, "
                  "with no onprem_gpu_mirror_key_fingerprint", id="http-key-unpinned"),

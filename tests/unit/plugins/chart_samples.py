@@ -88,9 +88,9 @@ def occupancy_datacenter(nodes, bucket_hours=3):
         listed.append({"node": node_name(number)})
     total = [{key: (point[key] if key == "time" else sum(rows[index][key] for rows in per_node.values())) for key in point}
              for index, point in enumerate(next(iter(per_node.values())))]
+    names = ["llm-pretraining", "vision", "speech-recognition-research", "inference-batch", "recsys", "ml-platform-evaluation", "robotics", "genomics"]
     namespaces = [{"namespace": f"team-{name}", "active_gpu_hours": 900.0 * nodes / (rank + 1), "idle_allocated_gpu_hours": 300.0 * nodes / (rank + 2)}
-                  for rank, name in enumerate(["llm-pretraining", "vision", "speech-recognition-research", "inference-batch", "recsys",
-                                                "ml-platform-evaluation", "robotics", "genomics"][: max(3, nodes // 8)])]
+                  for rank, name in enumerate(names[: max(3, nodes // 8)])]
     namespaces.append({"namespace": "", "active_gpu_hours": 0.4, "idle_allocated_gpu_hours": 1.2})
     eur_per_month = 8016.33 * nodes
     return {

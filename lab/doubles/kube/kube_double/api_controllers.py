@@ -97,7 +97,7 @@ class ControllerViews:
         counts = dict.fromkeys(("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady",
                                 "updatedNumberScheduled", "numberAvailable"), 0)
         for name, node in self.store.data["objects"].get("nodes", {}).items():
-            should_run, _ = node_should_run_daemon_pod(node, ds)
+            should_run, _reasons = node_should_run_daemon_pod(node, ds)
             pods = sorted(by_node.get(name, []), key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
             if not should_run:
                 counts["numberMisscheduled"] += 1 if pods else 0

@@ -13,6 +13,11 @@ from kube_double.resources import aggregated_discovery, all_resources, api_resou
 from kube_double.selectors import field_selector, label_selector
 
 
+
+def shown(value):
+    """A printer column's cell: kubectl prints <none> where the JSON path finds nothing."""
+    return "<none>" if value is KeyError else value
+
 class Watch:
     """What a watch request selects; ApiHandler.stream serves it."""
 
@@ -212,7 +217,7 @@ class Reads:
                 columns.append((column["name"], column.get("type", "string"), column.get("format", ""), column.get("description", "")))
                 parts = [part for part in column["jsonPath"].split(".") if part]
                 cells.append(lambda obj, parts=parts, column=column: age(obj) if parts == ["metadata", "creationTimestamp"]
-                             else (lambda value: "<none>" if value is KeyError else value)(get_path(obj, parts)))
+                             else shown(get_path(obj, parts)))
         else:
             columns.append(("Age", "string", "", "CreationTimestamp is a timestamp representing the server time when this object was created."))
             cells.append(age)

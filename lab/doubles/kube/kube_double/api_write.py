@@ -44,7 +44,7 @@ class Writes:
         if not metadata.get("name"):
             if metadata.get("generateName"):
                 # names.SimpleNameGenerator: five characters of utilrand's alphabet (no vowels, no 0, 1, 3).
-                metadata["name"] = metadata["generateName"] + "".join(secrets.choice(SAFE_ALPHANUMS) for _ in range(5))
+                metadata["name"] = metadata["generateName"] + "".join(secrets.choice(SAFE_ALPHANUMS) for _position in range(5))
             else:
                 return status_error(422, "Invalid", f'{resource.kind} "" is invalid: metadata.name: Required value: name or generateName is required',
                                     {"kind": resource.kind, "causes": [{"reason": "FieldValueRequired", "field": "metadata.name",
@@ -267,7 +267,7 @@ class Writes:
         if changed or previous != applied_paths:
             if not changed:
                 new = json.loads(json.dumps(live))
-            self.record(new, resource, manager, "Apply", applied_paths, sub, taken={p for p, _ in conflicts})
+            self.record(new, resource, manager, "Apply", applied_paths, sub, taken={p for p, _manager in conflicts})
             if not changed:
                 new["metadata"]["resourceVersion"] = self.store.next_version()
             changed = True

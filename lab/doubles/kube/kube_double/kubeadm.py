@@ -29,7 +29,7 @@ def kubeadm(arguments):
         raise Fail("kubeadm (lab double): a command is needed: version, config validate, init, join, token", EXIT_LAB_ERROR)
     command, rest = arguments[0], arguments[1:]
     if command == "version":
-        flags, _ = parse_flags(rest, {"-o", "--output"}, set())
+        flags, _arguments = parse_flags(rest, {"-o", "--output"}, set())
         output = flags.get("-o", flags.get("--output", ""))
         if output == "short":
             print("v" + version())
@@ -37,7 +37,7 @@ def kubeadm(arguments):
             print(f'kubeadm version: &version.Info{{Major:"{version().split(".")[0]}", Minor:"{version().split(".")[1]}", GitVersion:"v{version()}"}}')
         return 0
     if command == "config" and rest[:1] == ["validate"]:
-        flags, _ = parse_flags(rest[1:], {"--config"}, set())
+        flags, _arguments = parse_flags(rest[1:], {"--config"}, set())
         if "--config" not in flags:
             raise Fail("the --config flag is mandatory")
         load_config(flags["--config"])
@@ -58,7 +58,7 @@ COMMON_FLAGS = {"--config", "--ignore-preflight-errors", "--skip-phases", "-v", 
 
 
 def init(arguments):
-    flags, _ = parse_flags(arguments, COMMON_FLAGS, {"--upload-certs", "--skip-token-print", "--dry-run"})
+    flags, _arguments = parse_flags(arguments, COMMON_FLAGS, {"--upload-certs", "--skip-token-print", "--dry-run"})
     if "--config" not in flags:
         raise Fail("kubeadm (lab double): only `kubeadm init --config` is modelled", EXIT_LAB_ERROR)
     config = load_config(flags["--config"])
@@ -206,7 +206,7 @@ def wait_for(check, seconds, message):
 def init_phase(arguments):
     if arguments[:1] != ["upload-certs"]:
         raise Fail(f"kubeadm (lab double): `kubeadm init phase {' '.join(arguments[:1])}` is not modelled", EXIT_LAB_ERROR)
-    flags, _ = parse_flags(arguments[1:], COMMON_FLAGS, {"--upload-certs", "--skip-certificate-key-print"})
+    flags, _arguments = parse_flags(arguments[1:], COMMON_FLAGS, {"--upload-certs", "--skip-certificate-key-print"})
     admin = Client.from_kubeconfig(flags.get("--kubeconfig", "/etc/kubernetes/admin.conf"))
     init_config = load_config(flags["--config"]).get("InitConfiguration", {}) if "--config" in flags else {}
     key = upload_certs(admin, flags.get("--certificate-key") or init_config.get("certificateKey"))
@@ -217,7 +217,7 @@ def init_phase(arguments):
 
 
 def join(arguments):
-    flags, _ = parse_flags(arguments, COMMON_FLAGS, {"--control-plane", "--dry-run"})
+    flags, _arguments = parse_flags(arguments, COMMON_FLAGS, {"--control-plane", "--dry-run"})
     if "--config" not in flags:
         raise Fail("kubeadm (lab double): only `kubeadm join --config` is modelled", EXIT_LAB_ERROR)
     config = load_config(flags["--config"]).get("JoinConfiguration")

@@ -126,8 +126,8 @@ def token_secret(token_string=None, ttl="24h0m0s", usages=None, groups=None, des
         token_id, token_value = match.groups()
     else:
         alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-        token_id = "".join(secrets.choice(alphabet) for _ in range(6))
-        token_value = "".join(secrets.choice(alphabet) for _ in range(16))
+        token_id = "".join(secrets.choice(alphabet) for _position in range(6))
+        token_value = "".join(secrets.choice(alphabet) for _position in range(16))
     data = {"token-id": token_id, "token-secret": token_value, "auth-extra-groups": ",".join(groups or ["system:bootstrappers:kubeadm:default-node-token"])}
     seconds = parse_duration(ttl)
     if seconds:

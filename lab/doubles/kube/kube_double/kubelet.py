@@ -43,7 +43,7 @@ def kubelet(arguments):
     if arguments in (["--version"], ["version"]):
         print(f"Kubernetes v{version()}")
         return 0
-    flags, _ = parse_flags(arguments, {"--config", "--kubeconfig", "--bootstrap-kubeconfig", "--node-labels",
+    flags, _arguments = parse_flags(arguments, {"--config", "--kubeconfig", "--bootstrap-kubeconfig", "--node-labels",
                                        "--register-with-taints", "--container-runtime-endpoint", "--pod-infra-container-image",
                                        "--node-ip", "--hostname-override"}, set())
     unknown = sorted(name for name in (item.split("=", 1)[0] for item in flags.get("--node-labels", "").split(",") if item)
@@ -164,7 +164,7 @@ def os_image():
 
 
 def register(client, name, labels, taints, flags, max_pods=110):
-    status, _ = client.request("GET", f"/api/v1/nodes/{name}")
+    status, _body = client.request("GET", f"/api/v1/nodes/{name}")
     if status == 200:
         return True  # kubelet leaves an existing Node's labels and taints alone, as the real one does
     node = {"metadata": {"name": name, "labels": {"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",

@@ -78,12 +78,12 @@ def proto_value(kind, value):
 def proto_message(data, schema):
     """The message as its JSON form; empty values are left out, as Go's omitempty leaves them out of JSON."""
     result = {}
-    for number, _, value in proto_fields(data):
+    for number, _wire_type, value in proto_fields(data):
         if number not in schema:
             continue
         name, kind = schema[number]
         if isinstance(kind, tuple) and kind[0] == "map":
-            entry = dict((n, v) for n, _, v in proto_fields(value))
+            entry = dict((n, v) for n, _wire_type, v in proto_fields(value))
             result.setdefault(name, {})[entry.get(1, b"").decode()] = proto_value(kind[1], entry.get(2, b""))
         elif isinstance(kind, tuple):
             result.setdefault(name, []).append(proto_value(kind[1], value))
@@ -97,8 +97,8 @@ def proto_message(data, schema):
 def decode_protobuf(raw):
     if not raw.startswith(b"k8s\x00"):
         raise ApiError(400, "BadRequest", "the protobuf body does not start with the k8s magic")
-    envelope = dict((number, value) for number, _, value in proto_fields(raw[4:]))
-    type_meta = dict((number, value.decode()) for number, _, value in proto_fields(envelope.get(1, b"")))
+    envelope = dict((number, value) for number, _wire_type, value in proto_fields(raw[4:]))
+    type_meta = dict((number, value.decode()) for number, _wire_type, value in proto_fields(envelope.get(1, b"")))
     kind = type_meta.get(2, "")
     if kind not in PROTO_KINDS:
         raise ApiError(415, "UnsupportedMediaType", f"the lab double decodes protobuf bodies of {', '.join(PROTO_KINDS)} only, not {kind}: "

@@ -103,7 +103,7 @@ def api_resource_list(resources, group_version):
                        **({"categories": resource.categories} if resource.categories else {}),
                        "storageVersionHash": storage_version_hash(resource)})
         for name, (api_version, kind, verbs) in resource.subresources().items():
-            group, _, version_ = api_version.rpartition("/")
+            group, _slash, version_ = api_version.rpartition("/")
             entry = {"name": f"{resource.plural}/{name}", "singularName": "", "namespaced": resource.namespaced, "kind": kind, "verbs": verbs}
             if api_version != resource.api_version:
                 entry.update(group=group, version=version_)
@@ -141,7 +141,7 @@ def aggregated_discovery(resources, legacy):
                     entry["categories"] = resource.categories
                 subresources = []
                 for name, (api_version, kind, verbs) in resource.subresources().items():
-                    sub_group, _, sub_version = api_version.rpartition("/")
+                    sub_group, _slash, sub_version = api_version.rpartition("/")
                     subresources.append({"subresource": name, "responseKind": {"group": sub_group, "version": sub_version, "kind": kind}, "verbs": verbs})
                 if subresources:
                     entry["subresources"] = subresources

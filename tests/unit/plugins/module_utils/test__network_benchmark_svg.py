@@ -99,12 +99,12 @@ def test_bars_are_sorted_and_failures_are_hatched_labelled_and_first():
     svg = busbw_chart(benchmark_series(24), "stage", threshold=296, min_size=GIB)
     root = ElementTree.fromstring(svg)
     bars = [rect for rect in root.findall(f"{SVG}rect") if rect.get("height") == "14"]
-    widths = [float(bar.get("width")) for bar in bars]
+    widths = [float(rect.get("width")) for rect in bars]
     assert widths == sorted(widths)
-    failed = [bar.get("fill") for bar in bars if bar.get("fill") == "url(#failed)"]
+    failed = [rect.get("fill") for rect in bars if rect.get("fill") == "url(#failed)"]
     values = [text for text in texts_of(svg) if text[0].isdigit() and "." in text]
     assert len(failed) == 3 == len([value for value in values if value.endswith(" FAIL")])
-    assert [bar.get("fill") for bar in bars[:3]] == ["url(#failed)"] * 3
+    assert [rect.get("fill") for rect in bars[:3]] == ["url(#failed)"] * 3
     assert root.find(f"{SVG}defs/{SVG}pattern[@id='failed']") is not None
     assert values[:4] == ["236.2 FAIL", "237.2 FAIL", "241.4 FAIL", "353.5"]
 

@@ -84,7 +84,7 @@ def test_active_and_idle_are_blue_and_hatched_orange():
 def test_team_bars_have_a_value_axis():
     svg = charts.team_bars([{"label": "team-a", "active": 1234.0, "idle": 300.0}, {"label": "", "active": 0.4, "idle": 1.2}])
     ticks = [text for text in texts(svg, "middle") if text.replace(",", "").isdigit() or text == "0"]
-    assert ticks[::2] == ["0", "500", "1,000", "1,500", "2,000"] and ticks == [tick for tick in ticks[::2] for _ in (0, 1)]
+    assert ticks[::2] == ["0", "500", "1,000", "1,500", "2,000"] and ticks == [tick for tick in ticks[::2] for _copy in (0, 1)]
     assert "GPU-hours in the window" in texts(svg) and "1,534 h" in texts(svg) and "1.6 h" in texts(svg) and "(no namespace)" in texts(svg)
 
 

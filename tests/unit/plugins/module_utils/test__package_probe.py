@@ -83,7 +83,7 @@ class Refused(Exception):
 
 def refusing_module():
     module = FakeModule()
-    module.fail_json = mock.Mock(side_effect=lambda **kwargs: (_ for _ in ()).throw(Refused(kwargs["msg"])))
+    module.fail_json = mock.Mock(side_effect=lambda **kwargs: (_never for _never in ()).throw(Refused(kwargs["msg"])))
     return module
 
 

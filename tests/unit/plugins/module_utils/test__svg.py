@@ -35,7 +35,7 @@ def test_fit_never_cuts_inside_a_word_when_a_whole_word_fits():
     name = "dc1-rack03-gpu-node-017.cluster.example.internal"
     words = set(name.replace(".", "-").split("-"))
     for width in range(90, 300, 7):
-        head, _, tail = _svg.fit(name, width, 11).partition(ELLIPSIS)
+        head, _ellipsis, tail = _svg.fit(name, width, 11).partition(ELLIPSIS)
         assert all(part in words for part in (head + tail).replace(".", "-").split("-") if part)
 
 
