@@ -179,6 +179,8 @@ for stop in $(seq 20); do
     podman exec onprem-gpu-lab-dc2-gpu1 systemctl stop nvidia-persistenced.service
     modes="$(podman exec onprem-gpu-lab-dc2-gpu1 nvidia-smi --query-gpu=persistence_mode --format=csv,noheader | sort -u)"
     [[ "$modes" == Disabled ]] || fail "persistence mode is still on ($modes) after stop $stop of nvidia-persistenced"
+    # systemd allows 5 starts in 10 s (StartLimitBurst): reset-failed clears the counter, as an operator would.
+    podman exec onprem-gpu-lab-dc2-gpu1 systemctl reset-failed nvidia-persistenced.service
     podman exec onprem-gpu-lab-dc2-gpu1 systemctl start nvidia-persistenced.service
 done
 persistenced_since() { podman exec onprem-gpu-lab-dc2-gpu1 systemctl show -P ActiveEnterTimestampMonotonic nvidia-persistenced.service; }
