@@ -77,9 +77,17 @@ options:
         elements: str
         default: []
       key_url:
-        description: URL of the repository's signing key.
+        description:
+          - URL of the repository's signing key.
+          - A plain C(http://) URL is refused unless O(repository.key_fingerprint) pins the key.
         type: str
         required: true
+      key_fingerprint:
+        description:
+          - The full OpenPGP fingerprint (40 hexadecimal digits) the key at O(repository.key_url) must have; the key is
+            used only when the file fetched holds that key and no other. Empty trusts the key fetched over C(https://).
+        type: str
+        default: ""
   version:
     description: The upstream version of O(packages) asked of O(repository) (C(1.35.4) matches C(1.35.4-*)); empty asks for any.
     type: str

@@ -12,7 +12,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -114,7 +113,7 @@ def lab(tmp_path, monkeypatch):
 
 
 def run(program, *arguments, check=True, env=None):
-    result = subprocess.run([sys.executable, str(program), *arguments], capture_output=True, text=True, env=env, timeout=60)
+    result = subprocess.run([sys.executable, str(program), *arguments], capture_output=True, text=True, env=env, timeout=60, check=False)
     if check:
         assert result.returncode == 0, result.stderr + result.stdout
     return result

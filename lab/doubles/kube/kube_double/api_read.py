@@ -13,10 +13,10 @@ from kube_double.resources import aggregated_discovery, all_resources, api_resou
 from kube_double.selectors import field_selector, label_selector
 
 
-
 def shown(value):
     """A printer column's cell: kubectl prints <none> where the JSON path finds nothing."""
     return "<none>" if value is KeyError else value
+
 
 class Watch:
     """What a watch request selects; ApiHandler.stream serves it."""

@@ -44,8 +44,8 @@ def kubelet(arguments):
         print(f"Kubernetes v{version()}")
         return 0
     flags, _arguments = parse_flags(arguments, {"--config", "--kubeconfig", "--bootstrap-kubeconfig", "--node-labels",
-                                       "--register-with-taints", "--container-runtime-endpoint", "--pod-infra-container-image",
-                                       "--node-ip", "--hostname-override"}, set())
+                                                "--register-with-taints", "--container-runtime-endpoint", "--pod-infra-container-image",
+                                                "--node-ip", "--hostname-override"}, set())
     unknown = sorted(name for name in (item.split("=", 1)[0] for item in flags.get("--node-labels", "").split(",") if item)
                      if not kubelet_may_set(name))
     if unknown:
