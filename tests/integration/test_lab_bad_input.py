@@ -55,12 +55,12 @@ BAD_INVENTORIES = [
     ),
     pytest.param(
         {"dc1-gpu1": {"node_gpu_count": "eight"}},
-        "dc1-gpu1: node_gpu_count must be a whole number from 1 to 16 (got eight).",
+        "dc1-gpu1: node_gpu_count must be a whole number from 1 to 16, not 'eight'.",
         id="gpu-count-not-a-number",
     ),
     pytest.param(
         {"dc1-gpu1": {"node_gpu_count": 64}},
-        "dc1-gpu1: node_gpu_count must be a whole number from 1 to 16 (got 64).",
+        "dc1-gpu1: node_gpu_count must be a whole number from 1 to 16, not 64.",
         id="gpu-count-too-large",
     ),
 ]
@@ -83,8 +83,9 @@ def test_bad_inventory_fails_before_any_change(tmp_path, playbook, host_override
 @pytest.mark.parametrize(("playbook", "message"), [
     pytest.param(
         "lab.yml",
-        "dc1-gpu1 has no valid `datacenter` variable (got DC_1); set it in the group_vars of its datacenter group, e.g. datacenter: dc1."
-        " dc1-gpu1: node_gpu_count must be a whole number from 1 to 16 (got 0).",
+        "dc1-gpu1: datacenter (set in the group_vars of its datacenter group) must be a DNS label (lower-case letters, digits and '-',"
+        " starting and ending with a letter or digit, at most 63 characters, e.g. dc1), not 'DC_1'."
+        " dc1-gpu1: node_gpu_count must be a whole number from 1 to 16, not 0.",
         id="lab-both-problems-in-one-message",
     ),
     # site.yml checks each node's cluster settings first, and that check names the datacenter without a control plane.
@@ -127,7 +128,7 @@ def path_without(command, tmp_path):
 
 
 def test_lab_without_podman_says_what_to_install(tmp_path):
-    result = run_playbook("lab.yml", REPO / "inventories" / "lab", path=path_without("podman", tmp_path))
+    result = run_playbook("lab.yml", lab_inventory_copy(tmp_path, {}), path=path_without("podman", tmp_path))
     assert result.returncode != 0
     output = one_line(result.stdout)
     assert "podman is not usable on this machine" in output
