@@ -14,7 +14,6 @@ from ansible_collections.onprem.gpu.plugins.module_utils._mig_cluster import (
     manager_wait_message,
     mixed_strategy_resources,
     resource_differences,
-    resources_wait_message,
 )
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_inventory import inventory_layout
 
@@ -61,13 +60,6 @@ def mig_components_wait_message(pods, namespace, apps, client_label=None):
     return components_wait_message(pods, namespace, apps, client_label)
 
 
-def mig_resources_wait_message(expected, node, plugin_pods=None):
-    """What a Node advertises against the ``expected`` resources (mig_resources) once the wait ran out, and the likely cause."""
-    if not isinstance(expected, dict) or not isinstance(node, dict):
-        raise AnsibleFilterError("mig_resources_wait_message expects the resources of mig_resources and a Node object.")
-    return resources_wait_message(expected, node, plugin_pods if isinstance(plugin_pods, list) else None)
-
-
 def mig_manager_wait_message(node, manager_pods=None):
     """What the GPU Operator's mig-manager left on a Node that gave no verdict in time, and the likely cause."""
     if not isinstance(node, dict):
@@ -98,7 +90,6 @@ class FilterModule:
             "mig_component_labels": mig_component_labels,
             "mig_component_pods": mig_component_pods,
             "mig_components_wait_message": mig_components_wait_message,
-            "mig_resources_wait_message": mig_resources_wait_message,
             "mig_manager_wait_message": mig_manager_wait_message,
             "mig_evicted_pods": mig_evicted_pods,
         }
