@@ -32,3 +32,14 @@ def test_a_user_name_that_is_not_a_plain_name_is_refused(tmp_path, user):
     result, output = run(tmp_path, nccl_tests_mpi_user=user)
     assert result.returncode != 0, output
     assert "nccl_tests_mpi_user must be a plain user name" in output
+
+
+def test_a_source_checksum_with_a_trailing_newline_is_refused(tmp_path):
+    # get_url would compare the digest with 'sha256:<hex>\n' and fail late, after the tarball's download.
+    result, output = run(tmp_path, nccl_tests_install_method="source",
+                         nccl_tests_source_url="https://example.invalid/nccl-tests.tar.gz",
+                         nccl_tests_source_checksum="sha256:" + "0" * 64 + "\n")
+    assert result.returncode != 0, output
+    assert ("The source method needs nccl_tests_source_url and its nccl_tests_source_checksum as "
+            "sha256:<64 hex digits>") in output
+    assert "changed=0" in result.stdout
