@@ -74,7 +74,7 @@ ca_hash() {
 [[ "$(ca_hash dc1-cp1)" != "$(ca_hash dc2-cp1)" ]] || { echo "e2e: dc1 and dc2 share a CA" >&2; exit 1; }
 run_step "a dc1 worker offered to dc2 is refused" kube-wrong-cluster tests/e2e/kube_wrong_cluster.yml
 # How much a no-op re-run costs each worker: tasks run (ok) and skipped, from the second run's recap.
-grep -E '^(dc[0-9]+-gpu[0-9]+) +: ' "$logs/site-2.log" | awk '{print "no-op site.yml, " $1 ": " $3 " " $7}' | tee -a "$timings"
+grep -E '^(dc[0-9]+-(gpu|cp)[0-9]+) +: ' "$logs/site-2.log" | awk '{split($3, ok, "="); split($7, skipped, "="); print "no-op site.yml, " $1 ": " $3 " " $7 ", " ok[2] + skipped[2] " tasks"}' | tee -a "$timings"
 
 assert_summary_line '"  dc1-gpu1     8 x NVIDIA H100 80GB HBM3, driver 580.65.06, MIG capable"'
 assert_summary_line '"  dc1-gpu2     8 x NVIDIA H100 80GB HBM3, driver 580.65.06, MIG capable"'
