@@ -87,3 +87,16 @@ if [ "${#problems[@]}" -gt 0 ]; then
     echo "podman cannot run the lab's containers on this machine: missing ${problems[*]}." >&2
     exit 1
 fi
+
+# Every lab container runs systemd, which with journald and its .path units takes several inotify instances of root's;
+# the kernel's default of 128 per user ran out with about twenty containers up (the fleet benchmark, molecule beside the
+# lab): a container then died at boot without a log, or nvidia-cdi-refresh.path failed with "Too many open files".
+inotify_instances="$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo 0)"
+if [ "$inotify_instances" -lt 1024 ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "Raising fs.inotify.max_user_instances from $inotify_instances to 1024 (the lab's systemd containers use many)."
+        sysctl -q -w fs.inotify.max_user_instances=1024
+    else
+        echo "fs.inotify.max_user_instances is $inotify_instances; the lab's containers need 1024: run as root: sysctl -w fs.inotify.max_user_instances=1024" >&2
+    fi
+fi
