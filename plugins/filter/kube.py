@@ -14,6 +14,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._kube import (
     node_metadata_patch,
 )
 from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
+    acceptance_pending_patch,
     node_problems,
     node_work,
     pause_image,
@@ -59,10 +60,11 @@ def kube_controller_kubeconfigs(first_hosts, hostvars):
     return paths
 
 
-def kube_node_patch(node, labels, taints):
-    """The merge patch that gives a Node its pool labels and taints, or None when it has them."""
+def kube_node_patch(node, labels, taints, acceptance_required=False):
+    """The merge patch that gives a Node its pool labels and taints (and, with ``acceptance_required``, the acceptance-pending
+    taint while it has never passed acceptance), or None when it has them."""
     try:
-        return node_metadata_patch(node, labels, taints)
+        return acceptance_pending_patch(node, node_metadata_patch(node, labels, taints), bool(acceptance_required))
     except KubeInputError as error:
         raise AnsibleFilterError(f"kube_node_patch: {error}") from None
 

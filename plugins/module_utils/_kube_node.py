@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.onprem.gpu.plugins.module_utils import _acceptance as acceptance
 from ansible_collections.onprem.gpu.plugins.module_utils._os_release import is_debian_family
 from ansible_collections.onprem.gpu.plugins.module_utils._validate import labels_problems
 
@@ -269,3 +270,27 @@ def preflight_problems(host: str, settings: dict, facts: dict | None = None, wan
         return problems
     # kube_node_facts asks the mirror only on a supported platform.
     return platform_problems(host, facts) or mirror_problems(host, facts, wanted or {})
+
+
+def acceptance_pending_patch(node: dict, patch: dict | None, required: bool) -> dict | None:
+    """``patch`` (the pool patch of ``node``, or None) with the taint ``onprem.gpu/unhealthy=acceptance-pending:NoSchedule``
+    (owner ``acceptance``) added when the site requires acceptance (``acceptance_required``) and the node has never passed it.
+
+    A node labelled ``onprem.gpu/acceptance=passed`` never gets it back, and a node that already carries a taint of that
+    key and effect (acceptance's for a failure, or another health gate's) keeps it as it is; playbooks/acceptance.yml
+    removes the pending taint when the node passes.
+    """
+    if not required or ((node.get("metadata") or {}).get("labels") or {}).get(acceptance.LABEL) == "passed":
+        return patch
+    patch = dict(patch or {})
+    spec = dict(patch.get("spec") or {})
+    taints = list(spec.get("taints", (node.get("spec") or {}).get("taints") or []))
+    if acceptance.unhealthy_taint(taints) is not None:
+        return patch or None
+    spec["taints"] = taints + [{"key": acceptance.UNHEALTHY_TAINT, "value": acceptance.PENDING, "effect": acceptance.EFFECT}]
+    patch["spec"] = spec
+    if ((node.get("metadata") or {}).get("annotations") or {}).get(acceptance.OWNER_ANNOTATION) != acceptance.OWNER:
+        metadata = dict(patch.get("metadata") or {})
+        metadata["annotations"] = dict(metadata.get("annotations") or {}, **{acceptance.OWNER_ANNOTATION: acceptance.OWNER})
+        patch["metadata"] = metadata
+    return patch

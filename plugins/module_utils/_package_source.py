@@ -30,7 +30,8 @@ HEADER = "Managed by onprem.gpu: local changes are overwritten."
 ARMORED_KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
 FAMILIES = ("Debian", "RedHat")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-CALLERS = ("onprem.gpu.nvidia_driver", "onprem.gpu.container_runtime", "onprem.gpu.kube_node", "onprem.gpu.nccl_tests", "onprem.gpu.rdma")
+CALLERS = ("onprem.gpu.nvidia_driver", "onprem.gpu.container_runtime", "onprem.gpu.kube_node", "onprem.gpu.nccl_tests", "onprem.gpu.rdma",
+           "onprem.gpu.acceptance")
 
 
 def including_role(parent_roles):
