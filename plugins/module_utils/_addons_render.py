@@ -575,6 +575,53 @@ def xid_expression(application):
     return f"max by (hostname, gpu, GPU_I_ID) ({_with_hostname(f'(({which}) and changes({xid}[10m]) > 0)')})"
 
 
+# roles/node_health: the taint every health gate uses, the node condition its agents write, the breaker its controller exports.
+UNHEALTHY_TAINT = "onprem.gpu/unhealthy"
+HEALTH_CONDITION = "GPUHealthy"
+
+
+def continuous_health_rules(alerts):
+    """Continuous health (roles/node_health, docs/node-health.md): a node tainted unhealthy, GPU health Unknown too long, the
+    taint controller's circuit breaker open. kube-state-metrics exports taints (kube_node_spec_taint) and every node condition,
+    the collection's included (kube_node_status_condition, status true/false/unknown); the breaker is the controller's
+    node-exporter textfile metric."""
+    return [
+        {
+            "alert": "GPUNodeTaintedUnhealthy",
+            "expr": f'max by (node, value) (kube_node_spec_taint{{key="{UNHEALTHY_TAINT}", effect="NoSchedule"}}) > 0',
+            "for": alerts["health_tainted_for"],
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $labels.node }} is out of service: GPU health finding {{ $labels.value }}",
+                "description": f"The node carries the taint {UNHEALTHY_TAINT}={{{{ $labels.value }}}}:NoSchedule (set by node health or "
+                               "acceptance, see the node annotation onprem.gpu/unhealthy-owner); its GPUs are lost to the cluster "
+                               "until the finding's action (docs/node-health.md) is done.",
+            },
+        },
+        {
+            "alert": "GPUHealthUnknown",
+            "expr": f'max by (node) (kube_node_status_condition{{condition="{HEALTH_CONDITION}", status="unknown"}}) == 1',
+            "for": alerts["health_unknown_for"],
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $labels.node }}: the GPU health check cannot run",
+                "description": f"The {HEALTH_CONDITION} condition has been Unknown for {alerts['health_unknown_for']}: the driver is not "
+                               "loaded, nvidia-smi hangs, or the agent stopped reporting; the node is neither tainted nor released.",
+            },
+        },
+        {
+            "alert": "GPUHealthCircuitBreakerOpen",
+            "expr": "max by (cluster) (onprem_gpu_health_circuit_breaker_open) == 1",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "{{ $labels.cluster }}: too many GPU nodes fail at once, automatic tainting stopped",
+                "description": "More GPU nodes fail their health check than node_health_max_unhealthy_percent allows to taint; "
+                               "look for a common cause (a driver or firmware roll-out) before tainting by hand.",
+            },
+        },
+    ]
+
+
 def prometheus_rule(dc):
     alerts = _setting(dc, "alerts")
     monitoring = _setting(dc, "monitoring")
@@ -664,6 +711,7 @@ def prometheus_rule(dc):
                 },
             },
         ]},
+        {"name": "onprem-gpu-continuous-health", "rules": continuous_health_rules(alerts)},
         {"name": "onprem-gpu-queues", "rules": [{
             "alert": "KueuePendingWorkloads",
             "expr": f"sum by (cluster_queue) (kueue_pending_workloads{{status=\"active\", replica_role!=\"follower\"}}) > {alerts['pending_workloads']}",

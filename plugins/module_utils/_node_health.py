@@ -80,11 +80,13 @@ def judge(expected, checks, outputs, xid_actions=None):
     """Return ``{"healthy", "state", "reason", "findings", "skipped_checks"}`` for the outputs of one node.
 
     ``expected`` as returned by resolve_expected(); ``checks`` a subset of CHECKS; ``outputs`` maps CHECK_OUTPUTS
-    names to raw text (``ib_write_bw``: RDMA device -> text); ``xid_actions`` as returned by xid_overrides().
+    names to raw text (``ib_write_bw``: RDMA device -> text; a missing or None output skips its checks, an empty one is
+    judged); ``xid_actions`` as returned by xid_overrides().
     """
     # A node without NVLinks has nothing to read for the nvlink check: it is judged (and passes) without output.
+    # An output that was read but is empty (a kernel log without messages) is judged: it has nothing wrong in it.
     judged = [check for check in checks
-              if outputs.get(CHECK_OUTPUTS[check]) or (check == "nvlink" and not expected["nvlinks_per_gpu"])]
+              if outputs.get(CHECK_OUTPUTS[check]) is not None or (check == "nvlink" and not expected["nvlinks_per_gpu"])]
     skipped = [{"check": check, "reason": f"outputs has no {CHECK_OUTPUTS[check]}."}
                for check in checks if check not in judged]
     gpus = []

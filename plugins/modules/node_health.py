@@ -22,11 +22,13 @@ description:
   - Xids follow the immediate action of NVIDIA's Xid catalog; see the operator guide C(docs/node-health.md) for each
     finding and what to do.
   - Bad input (an unknown check, a level out of range, an unknown action in O(xid_actions), a GPU model outside the
-    collection's catalogue without its PCIe and NVLink figures) fails the task before anything runs.
+    collection's catalogue without its PCIe and NVLink figures, a O(kernel_log_since) that a O(kernel_log_file) cannot be
+    filtered by) fails the task before anything runs.
 author:
   - onprem.gpu maintainers (@onprem-gpu)
 requirements:
-  - On the node, for a live run, C(nvidia-smi); C(timeout) from GNU coreutils; C(journalctl) or C(dmesg);
+  - On the node, for a live run, C(nvidia-smi); C(timeout) from GNU coreutils; C(journalctl) or C(dmesg) unless
+    O(kernel_log_file) is given;
     C(dcgmi) with a running DCGM host engine for O(checks=dcgm_diag). It must run as root to read the kernel log.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -101,7 +103,21 @@ options:
     description:
       - Where the Xid scan of a live run starts, as C(journalctl --since) takes it (V(-2h), V(2025-10-24 03:00)).
       - Default the last boot. With C(dmesg) (no journal) the whole ring buffer is read. Never applied to O(outputs.kernel_log).
+      - With O(kernel_log_file) the module applies it itself to the lines that carry a time stamp, and takes a relative
+        span (V(-2h), V(-1h 30min), V(90min ago)), a local date and time (V(2025-10-24 03:00), V(03:00)), V(today),
+        V(yesterday), V(now), V(@EPOCH) or V(boot); anything else fails the task before anything runs.
     type: str
+  kernel_log_file:
+    description:
+      - Read the kernel messages from this file on the node instead of C(journalctl -k) or C(dmesg), for example
+        V(/var/log/kern.log) where rsyslog writes them, or a node whose journal has no kernel transport (a container).
+      - Lines are kept from O(kernel_log_since) on (default the current boot, from C(btime) of C(/proc/stat)) when they
+        start with a time stamp - RFC 3339 (rsyslog's default file format since Debian 12), a traditional syslog stamp,
+        C(dmesg -T)'s or C(dmesg)'s seconds since boot; a line without a stamp is always read. Only the last 32 MiB
+        of the file are read.
+      - A file that cannot be read skips the V(xid) check, with the reason in RV(skipped_checks).
+      - Default none, the journal (C(journalctl -k)), else C(dmesg).
+    type: path
   xid_actions:
     description:
       - Overrides of the built-in Xid table, Xid number to action (V(none), V(restart_app), V(reset_gpu), V(reboot),
@@ -178,6 +194,14 @@ EXAMPLES = r"""
     kernel_log_since: -2h
     xid_actions:
       "13": none
+
+- name: Read the kernel messages from rsyslog's file (a node whose journal does not keep them)
+  onprem.gpu.node_health:
+    expected:
+      gpu_count: 8
+      gpu_model: "{{ node_gpu_model }}"
+    kernel_log_file: /var/log/kern.log
+    kernel_log_since: -2h
 
 - name: Judge RDMA rails from ib_write_bw runs the play made against a peer running the servers
   onprem.gpu.node_health:
@@ -288,90 +312,15 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
+from ansible_collections.onprem.gpu.plugins.module_utils._kernel_log import SinceError, boot_time, parse_since
 from ansible_collections.onprem.gpu.plugins.module_utils._node_health import (
     CHECKS,
     DEFAULT_CHECKS,
     judge,
     resolve_expected,
-    unknown,
     xid_overrides,
 )
-
-# Seconds a stopped command gets between SIGTERM and SIGKILL.
-KILL_AFTER_SECONDS = 5
-DCGM_DIAG_TIMEOUTS = {1: 300, 2: 900, 3: 2400, 4: 10800}
-# nvidia-smi's answers when the driver cannot be used (see _nvsmi): the node's GPUs are then unknown, not failed.
-_DRIVER_UNUSABLE = ("couldn't communicate with the nvidia driver", "driver/library version mismatch",
-                    "couldn't find libnvidia-ml.so", "no devices were found")
-
-
-class CommandRunner:
-    """Runs the live commands, each bounded by coreutils' timeout, and keeps their argv for the result."""
-
-    def __init__(self, module):
-        self.module = module
-        self.timeout = module.get_bin_path("timeout")
-        self.commands = []
-
-    def run(self, argv, seconds):
-        """Return (rc, stdout, stderr, timed_out)."""
-        cmd = ([self.timeout, "-k", str(KILL_AFTER_SECONDS), str(seconds)] if self.timeout else []) + argv
-        self.commands.append(cmd)
-        rc, stdout, stderr = self.module.run_command(cmd, environ_update={"LC_ALL": "C"})
-        return rc, stdout, stderr, rc in (124, 137)
-
-
-def read_live_outputs(module, expected, checks):
-    """Run what the checks need; return (outputs, reason_unknown, commands)."""
-    params = module.params
-    runner = CommandRunner(module)
-    nvidia_smi = find_command(module, params["nvidia_smi"])
-    if nvidia_smi is None:
-        return {}, f"{params['nvidia_smi']} was not found, so the GPUs cannot be read.", runner.commands
-    rc, stdout, stderr, timed_out = runner.run([nvidia_smi, "-q", "-x"], params["command_timeout"])
-    if timed_out:
-        return {}, f"nvidia-smi did not answer within {params['command_timeout']} seconds.", runner.commands
-    lowered = (stdout + stderr).lower()
-    if rc != 0 or "<nvidia_smi_log" not in stdout:
-        known = next((message for message in _DRIVER_UNUSABLE if message in lowered), None)
-        first = next((line.strip() for line in (stderr + "\n" + stdout).splitlines() if line.strip()), "no output")
-        return {}, f"nvidia-smi -q -x failed with exit code {rc}: {known or first.rstrip('.')}.", runner.commands
-    outputs = {"nvidia_smi_q_xml": stdout}
-    if "nvlink" in checks and expected["nvlinks_per_gpu"]:
-        rc, stdout, dummy, timed_out = runner.run([nvidia_smi, "nvlink", "-s"], params["command_timeout"])
-        if rc == 0 and not timed_out:
-            outputs["nvlink_status"] = stdout
-    if "xid" in checks:
-        outputs["kernel_log"] = read_kernel_log(module, runner)
-    if "dcgm_diag" in checks:
-        dcgmi = module.get_bin_path("dcgmi")
-        if dcgmi:
-            level = params["dcgm_diag_level"]
-            seconds = params["dcgm_diag_timeout"] or DCGM_DIAG_TIMEOUTS[level]
-            rc, stdout, stderr, timed_out = runner.run([dcgmi, "diag", "-r", str(level), "-j"], seconds)
-            # dcgmi exits non-zero when a test fails; its JSON still says which.
-            outputs["dcgm_diag_json"] = stdout if "{" in stdout else ""
-    return outputs, None, runner.commands
-
-
-def read_kernel_log(module, runner):
-    """The kernel log since kernel_log_since (default the current boot): journalctl, or dmesg without a journal."""
-    seconds = module.params["command_timeout"]
-    journalctl = module.get_bin_path("journalctl")
-    if journalctl:
-        argv = [journalctl, "-k", "-o", "short-iso", "--no-pager"]
-        if module.params["kernel_log_since"]:
-            argv += ["--since", module.params["kernel_log_since"]]
-        rc, stdout, dummy, timed_out = runner.run(argv, seconds)
-        if rc == 0 and not timed_out and "-- No entries --" not in stdout:
-            return stdout
-    dmesg = module.get_bin_path("dmesg")
-    if dmesg:
-        rc, stdout, dummy, timed_out = runner.run([dmesg, "--time-format", "iso"], seconds)
-        if rc == 0 and not timed_out:
-            return stdout
-    return ""
+from ansible_collections.onprem.gpu.plugins.module_utils._node_health_live import LIVE_OPTIONS, check_node
 
 
 def main():
@@ -393,6 +342,7 @@ def main():
             dcgm_diag_level=dict(type="int", choices=[1, 2, 3, 4], default=1),
             dcgm_diag_timeout=dict(type="int"),
             kernel_log_since=dict(type="str"),
+            kernel_log_file=dict(type="path"),
             xid_actions=dict(type="dict", default={}),
             outputs=dict(type="dict", options=dict(
                 nvidia_smi_q_xml=dict(type="str"),
@@ -414,19 +364,21 @@ def main():
         module.fail_json(msg=str(error))
     if params["command_timeout"] < 1:
         module.fail_json(msg=f"command_timeout must be at least 1 second, not {params['command_timeout']}.")
+    if params["kernel_log_file"] and params["kernel_log_since"]:
+        try:
+            parse_since(params["kernel_log_since"], 0.0, 0.0)
+        except SinceError as error:
+            module.fail_json(msg=str(error))
     checks = list(dict.fromkeys(params["checks"]))
-    commands = []
     if params["outputs"] is not None:
         outputs = {key: value for key, value in params["outputs"].items() if value}
-    else:
-        outputs, reason, commands = read_live_outputs(module, expected, checks)
-        if reason:
-            module.exit_json(changed=False, commands=commands, **unknown(reason, [
-                {"check": check, "reason": reason} for check in checks]))
-        if "rdma_bandwidth" in checks:
-            outputs.pop("ib_write_bw", None)
-    result = judge(expected, checks, outputs, overrides)
-    module.exit_json(changed=False, commands=commands, **result)
+        module.exit_json(changed=False, commands=[], **judge(expected, checks, outputs, overrides))
+
+    def run(argv):
+        return module.run_command(argv, environ_update={"LC_ALL": "C"})
+
+    options = dict({name: params[name] for name in LIVE_OPTIONS}, boot_time=boot_time())
+    module.exit_json(changed=False, **check_node(run, module.get_bin_path, expected, checks, options, overrides))
 
 
 if __name__ == "__main__":

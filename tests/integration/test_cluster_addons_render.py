@@ -582,3 +582,49 @@ def test_an_unwritable_render_dir_is_one_sentence(tmp_path):
     assert result.returncode != 0
     assert f"{tmp_path}/out is not a directory, so nothing can be written under it." in one_line(result.stdout), result.stdout[-3000:]
     assert "Traceback" not in result.stdout and "apiVersion" not in result.stdout  # no plan (its files) printed
+
+
+# Continuous health (roles/node_health): the series as kube-state-metrics exports a Node's taints and conditions
+# (kube_node_spec_taint: node, key, value, effect; kube_node_status_condition: node, condition, status true/false/unknown) and
+# as the taint controller writes its node-exporter textfile (onprem_gpu_health_circuit_breaker_open{cluster}).
+KSM = {"job": "kube-state-metrics", "instance": "10.10.1.5:8080"}
+HEALTH_SERIES = [
+    named("kube_node_spec_taint", dict(KSM, node="dc1-h100-01", key="onprem.gpu/unhealthy", value="xid", effect="NoSchedule"), "1x30"),
+    # An operator's own taint of another key, and a taint that went after 3 minutes: neither fires.
+    named("kube_node_spec_taint", dict(KSM, node="dc1-h100-02", key="maintenance", value="disk", effect="NoSchedule"), "1x30"),
+    named("kube_node_spec_taint", dict(KSM, node="dc1-h100-03", key="onprem.gpu/unhealthy", value="xid", effect="NoSchedule"),
+          "1x3 _x27"),
+    # Unknown for 20 minutes on dc1-h100-02; Unknown for 10 minutes (under health_unknown_for) on dc1-h100-03.
+    named("kube_node_status_condition", dict(KSM, node="dc1-h100-02", condition="GPUHealthy", status="unknown"), "1x30"),
+    named("kube_node_status_condition", dict(KSM, node="dc1-h100-02", condition="GPUHealthy", status="true"), "0x30"),
+    named("kube_node_status_condition", dict(KSM, node="dc1-h100-03", condition="GPUHealthy", status="unknown"), "0x15 1x15"),
+    named("kube_node_status_condition", dict(KSM, node="dc1-h100-01", condition="Ready", status="unknown"), "1x30"),
+    # All GPU nodes of dc1 failing at once: the controller held taints back (breaker open); dc2's is closed.
+    named("onprem_gpu_health_circuit_breaker_open", {"cluster": "dc1", "instance": "10.10.1.5:9100", "job": "node-exporter"}, "0x5 1x25"),
+    named("onprem_gpu_health_circuit_breaker_open", {"cluster": "dc2", "instance": "10.20.1.5:9100", "job": "node-exporter"}, "0x30"),
+]
+
+
+def test_promtool_fires_the_continuous_health_alerts(built, tmp_path):
+    promtool = tool("promtool")
+    rules = rules_files({key: value for key, value in built.items() if key == ("onprem-dc1", "dc1")}, tmp_path, strip_annotations=True)
+    expected = {
+        "GPUNodeTaintedUnhealthy": [{"severity": "warning", "node": "dc1-h100-01", "value": "xid"}],
+        "GPUHealthUnknown": [{"severity": "warning", "node": "dc1-h100-02"}],
+        "GPUHealthCircuitBreakerOpen": [{"severity": "critical", "cluster": "dc1"}],
+    }
+    tests = tmp_path / "health-alerts-test.yaml"
+    tests.write_text(yaml.safe_dump({
+        "rule_files": [str(rules[("onprem-dc1", "dc1")])],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": HEALTH_SERIES,
+            "alert_rule_test": [{"eval_time": "25m", "alertname": name, "exp_alerts": [{"exp_labels": labels} for labels in alerts]}
+                                for name, alerts in expected.items()]
+            # Before the breaker opened, and before anything lasted its "for": nothing fires.
+            + [{"eval_time": "4m", "alertname": name, "exp_alerts": []} for name in expected],
+        }],
+    }))
+    result = run([promtool, "test", "rules", str(tests)])
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -262,6 +262,16 @@ def test_xid_and_sxid_lines(lab):
     assert bodies[2] == RECORDED_SXID.replace("nvswitch3", "nvswitch0")
 
 
+def test_xid_clear_drops_that_gpus_lines_of_that_xid(lab):
+    fault("xid", "3", "79")
+    fault("xid", "2", "79")
+    fault("xid", "3", "48")
+    fault("xid", "3", "79", "--clear")
+    bodies = [DMESG_PREFIX.sub("", line) for line in (lab / "kernel.log").read_text().splitlines()]
+    assert [body.split("): ")[1].split(",")[0] for body in bodies] == ["79", "48"]
+    assert "PCI:0000:5d:00" not in bodies[0] and "PCI:0000:5d:00" in bodies[1]
+
+
 def test_xid_without_message_is_refused(lab):
     assert run(FAULT, "xid", "0", "31", check=False).returncode == 2
 

@@ -82,3 +82,54 @@ def test_unreadable_gpus_are_unknown(paths, results, reason, capsys):
     result, dummy = run_module({"expected": EXPECTED}, capsys, paths, results)
     assert (result["healthy"], result["state"], result["reason"], result["findings"]) == (None, "unknown", reason, [])
     assert "failed" not in result
+
+
+def test_live_run_reads_the_kernel_log_file_since_the_boot(tmp_path, capsys):
+    log = tmp_path / "kernel.log"
+    # Seconds since boot, as dmesg and the lab kernel log print them: the module places them with /proc/stat's btime.
+    log.write_text("[   12.000000] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.65.06\n"
+                   "[ 2621.850000] NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n",
+                   encoding="utf-8")
+    paths = {"nvidia-smi": "/usr/bin/nvidia-smi", "timeout": "/usr/bin/timeout", "journalctl": "/usr/bin/journalctl"}
+    with mock.patch.object(node_health, "boot_time", return_value=1.0e9):
+        result, dummy = run_module({"expected": EXPECTED, "kernel_log_file": str(log)}, capsys, paths, [
+            (0, fixture("nvsmi_q_x__a100_sxm4_80gb_mig__telegraf.xml"), ""),
+            (0, fixture("nvlink_s__a100_sxm4_80gb__nccl_tests_228.txt"), ""),
+        ])
+    assert [command[4:] for command in result["commands"]] == [["/usr/bin/nvidia-smi", "-q", "-x"], ["/usr/bin/nvidia-smi", "nvlink", "-s"]]
+    assert [(item["code"], item["xid"], item["action"]) for item in result["findings"]] == [("xid", 79, "reboot")]
+
+
+def test_kernel_log_since_applies_to_the_file(tmp_path, capsys):
+    log = tmp_path / "kern.log"
+    log.write_text("2025-10-24T01:00:00.000000+00:00 n1 kernel: NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.\n"
+                   "2025-10-24T03:14:02.123456+00:00 n1 kernel: NVRM: Xid (PCI:0000:01:00): 13, Graphics SM Warp Exception\n",
+                   encoding="utf-8")
+    paths = {"nvidia-smi": "/usr/bin/nvidia-smi", "timeout": "/usr/bin/timeout"}
+    result, dummy = run_module({"expected": EXPECTED, "kernel_log_file": str(log), "kernel_log_since": "@1761270000"}, capsys, paths, [
+        (0, fixture("nvsmi_q_x__a100_sxm4_80gb_mig__telegraf.xml"), ""),
+        (0, fixture("nvlink_s__a100_sxm4_80gb__nccl_tests_228.txt"), ""),
+    ])
+    assert [(item["xid"], item["severity"]) for item in result["findings"]] == [(13, "warn")]
+    assert result["healthy"] is True
+
+
+def test_a_missing_kernel_log_file_skips_the_xid_check(tmp_path, capsys):
+    paths = {"nvidia-smi": "/usr/bin/nvidia-smi", "timeout": "/usr/bin/timeout"}
+    result, dummy = run_module({"expected": EXPECTED, "kernel_log_file": str(tmp_path / "absent.log"), "checks": ["gpus", "xid"]},
+                               capsys, paths, [(0, fixture("nvsmi_q_x__a100_sxm4_80gb_mig__telegraf.xml"), "")])
+    assert result["skipped_checks"] == [{"check": "xid", "reason": f"The kernel log file {tmp_path / 'absent.log'} cannot be read: No such file or directory."}]
+    assert result["healthy"] is True
+
+
+def test_an_unreadable_since_for_a_file_fails_before_anything_runs(capsys):
+    result, run_command = run_module({"expected": EXPECTED, "kernel_log_file": "/var/log/kern.log", "kernel_log_since": "last tuesday"}, capsys)
+    run_command.assert_not_called()
+    assert result["failed"] is True and result["msg"].startswith("kernel_log_since 'last tuesday' is not a time this collection reads")
+
+
+def test_an_empty_journal_is_judged_not_skipped(capsys):
+    paths = {"nvidia-smi": "/usr/bin/nvidia-smi", "timeout": "/usr/bin/timeout", "journalctl": "/usr/bin/journalctl"}
+    result, dummy = run_module({"expected": EXPECTED, "checks": ["gpus", "xid"]}, capsys, paths, [
+        (0, fixture("nvsmi_q_x__a100_sxm4_80gb_mig__telegraf.xml"), ""), (0, "", "")])
+    assert (result["skipped_checks"], result["healthy"]) == ([], True)
