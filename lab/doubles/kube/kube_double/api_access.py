@@ -1,6 +1,8 @@
 """Who may do what: the API server's authorizers (RBAC as kubeadm sets it up, the Node authorizer) and NodeRestriction."""
 
 from kube_double.core import CLUSTER_ADMINS, TOKEN_RE, status_error
+from kube_double.rbac import rbac_allows, request_verb
+from kube_double.pki import certificate_expired
 from kube_double.store import valid_tokens
 
 
@@ -28,6 +30,8 @@ class Access:
 
     def identity(self):
         certificate = self.connection.getpeercert()
+        if certificate and certificate_expired(certificate):
+            return None, None  # x509: certificate has expired, on the double's certificate clock (pki.clock_offset)
         if certificate:
             subject = dict(item[0] for item in certificate["subject"])
             groups_ = {value for rdn in certificate["subject"] for key, value in rdn if key == "organizationName"}
@@ -60,6 +64,8 @@ class Access:
         # kubeadm's kubeadm:kubeadm-certs Role: joining control planes read the shared certificates with their bootstrap token.
         if resource.kind == "Secret" and method == "GET" and (namespace, name) == ("kube-system", "kubeadm-certs"):
             return "system:bootstrappers:kubeadm:default-node-token" in groups_
+        if not user.startswith("system:node:") and self.rbac_allows(method, resource, namespace, name, sub, user, groups_):
+            return True
         if resource.kind == "Node":
             own = user == f"system:node:{name}" or (method == "POST" and "system:nodes" in groups_)
             return own or (method == "GET" and "system:nodes" in groups_)
@@ -77,6 +83,12 @@ class Access:
                 return self.referenced_by_pod_on(user[len("system:node:"):], namespace, name)
             return resource.kind == "DaemonSet" and method == "GET" and sub is None
         return False
+
+    def rbac_allows(self, method, resource, namespace, name, sub, user, groups_):
+        """The RBAC authorizer (rbac.py) for identities other than nodes: the stored ClusterRoles, Roles and their bindings."""
+        return rbac_allows(self.store.data["objects"], user, groups_, {
+            "group": resource.group, "resource": resource.plural + (f"/{sub}" if sub else ""),
+            "verb": request_verb(method, name, self.query), "namespace": namespace, "name": name})
 
     def referenced_by_pod_on(self, node, namespace, name):
         """Is the ConfigMap namespace/name referenced by a pod bound to the node: a configMap volume, a projected volume's configMap

@@ -17,16 +17,18 @@ from kube_double.api_controllers import ControllerViews
 from kube_double.api_delete import Deletes
 from kube_double.api_read import Reads, Watch
 from kube_double.api_write import Writes
-from kube_double.core import ApiError, CLUSTER_ADMINS, LabError, path, status_error, version
+from kube_double.core import ApiError, CLUSTER_ADMINS, LabError, path, status_error
 from kube_double.protobuf import decode_protobuf
 from kube_double.resources import all_resources
 from kube_double.store import Store, valid_tokens
+from kube_double.versions import served_version
 
 
 class ApiHandler(Access, Reads, Writes, Deletes, ControllerViews, http.server.BaseHTTPRequestHandler):
     server_version = "kube-apiserver-double"
 
     store = None  # set by serve_api
+    served_version = None  # set by serve_api: the version of the manifest it was started from
 
     _raw_body = None  # the request's body, read once (body())
 
@@ -104,8 +106,8 @@ class ApiHandler(Access, Reads, Writes, Deletes, ControllerViews, http.server.Ba
         if url in ("/readyz", "/livez", "/healthz"):
             return 200, "ok"
         if url == "/version":
-            major, minor = version().split(".")[:2]
-            return 200, {"major": major, "minor": minor, "gitVersion": "v" + version(), "platform": "linux/amd64"}
+            major, minor = self.served_version.split(".")[:2]
+            return 200, {"major": major, "minor": minor, "gitVersion": "v" + self.served_version, "platform": "linux/amd64"}
         authenticated = user != "system:anonymous"
         if method == "GET" and (url in ("/api", "/api/v1", "/apis") or re.fullmatch(r"/apis/[^/]+(?:/[^/]+)?", url) or url.startswith("/openapi/")):
             if not authenticated:
@@ -189,7 +191,8 @@ class ApiHandler(Access, Reads, Writes, Deletes, ControllerViews, http.server.Ba
                 return self.not_found(resource, name)
             return self.delete(resource, key, live)
         if method in ("PUT", "PATCH"):
-            if resource.kind == "Node" and not admin and sub != "status" and not self.mig_manager_label_patch(user, method, name):
+            if resource.kind == "Node" and not admin and user.startswith("system:node:") and sub != "status" \
+                    and not self.mig_manager_label_patch(user, method, name):
                 return status_error(403, "Forbidden", f'nodes "{name}" is forbidden: node "{user[12:]}" may only update its status')
             return self.update(method, resource, namespace, name, sub, live, user)
         return status_error(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
@@ -203,6 +206,7 @@ def serve_api(manifest):
     command = manifest["spec"]["containers"][0]["command"]
     flags = dict(argument[2:].split("=", 1) for argument in command[1:] if argument.startswith("--") and "=" in argument)
     ApiHandler.store = Store()
+    ApiHandler.served_version = served_version(manifest)
     server = http.server.ThreadingHTTPServer((flags["advertise-address"], int(flags["secure-port"])), ApiHandler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(path(flags["tls-cert-file"]), path(flags["tls-private-key-file"]))

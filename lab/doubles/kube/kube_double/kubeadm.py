@@ -17,6 +17,9 @@ from kube_double.client import Client
 from kube_double.core import (
     EXIT_LAB_ERROR, Fail, KUBEADM_API, TOKEN_RE, b64, node_address, now, parse_flags, parse_rfc3339, path, read_file, swap_on, unb64, version, write_file)
 from kube_double.kubeadm_config import load_config
+from kube_double.kubeadm_upgrade import upgrade
+from kube_double.kubeadm_certs import certs
+from kube_double.kubeadm_reset import reset
 from kube_double.kubeadm_files import (
     SHARED_CERTIFICATES, registration_taints, token_secret, upload_certs, write_control_plane_kubeconfigs, write_kubeadm_flags, write_kubelet_config,
     write_manifests, write_node_certs)
@@ -26,7 +29,7 @@ from kube_double.store import new_object, write_store
 
 def kubeadm(arguments):
     if not arguments:
-        raise Fail("kubeadm (lab double): a command is needed: version, config validate, init, join, token", EXIT_LAB_ERROR)
+        raise Fail("kubeadm (lab double): a command is needed: version, config validate, init, join, token, upgrade, certs, reset", EXIT_LAB_ERROR)
     command, rest = arguments[0], arguments[1:]
     if command == "version":
         flags, _arguments = parse_flags(rest, {"-o", "--output"}, set())
@@ -51,6 +54,12 @@ def kubeadm(arguments):
         return join(rest)
     if command == "token":
         return token(rest)
+    if command == "upgrade":
+        return upgrade(rest)
+    if command == "certs":
+        return certs(rest)
+    if command == "reset":
+        return reset(rest)
     raise Fail(f"kubeadm (lab double): `kubeadm {' '.join(arguments[:2])}` is not modelled (lab/doubles/kube/README.md)", EXIT_LAB_ERROR)
 
 

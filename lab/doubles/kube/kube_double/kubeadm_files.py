@@ -28,6 +28,13 @@ def write_node_certs(name, address, control_plane_endpoint, service_subnet, doma
     new_leaf("/etc/kubernetes/pki/apiserver", "/etc/kubernetes/pki/ca", "/CN=kube-apiserver", sorted(set(sans)), client=False, server=True)
     new_leaf("/etc/kubernetes/pki/apiserver-kubelet-client", "/etc/kubernetes/pki/ca", "/O=kubeadm:cluster-admins/CN=kube-apiserver-kubelet-client")
     new_leaf("/etc/kubernetes/pki/front-proxy-client", "/etc/kubernetes/pki/front-proxy-ca", "/CN=front-proxy-client")
+    # The local etcd's certificates (kubeadm's certs phase: etcd-server, etcd-peer, etcd-healthcheck-client, apiserver-etcd-client),
+    # which check-expiration lists and renew renews; the double's etcd serves no TLS itself.
+    etcd_sans = sorted({f"DNS:{name}", "DNS:localhost", f"IP:{address}", "IP:127.0.0.1", "IP:0:0:0:0:0:0:0:1"})
+    for leaf in ("server", "peer"):
+        new_leaf(f"/etc/kubernetes/pki/etcd/{leaf}", "/etc/kubernetes/pki/etcd/ca", f"/CN={name}", etcd_sans, server=True)
+    new_leaf("/etc/kubernetes/pki/etcd/healthcheck-client", "/etc/kubernetes/pki/etcd/ca", "/CN=kube-etcd-healthcheck-client")
+    new_leaf("/etc/kubernetes/pki/apiserver-etcd-client", "/etc/kubernetes/pki/etcd/ca", "/CN=kube-apiserver-etcd-client")
 
 
 def write_control_plane_kubeconfigs(name, cluster_name, server, address, port, ca_pem, file_names):

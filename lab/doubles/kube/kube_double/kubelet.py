@@ -18,7 +18,9 @@ from kube_double.daemonsets import sync_daemon_sets
 from kube_double.device_plugin import sync_device_plugin
 from kube_double.mig_manager import sync_mig_manager
 from kube_double.pods import sync_pod_statuses
+from kube_double.static_pods import StaticApiServer
 from kube_double.store import STORE
+from kube_double.versions import running_version
 
 
 # The labels a kubelet may set on its own Node (k8s.io/kubelet pkg/apis/well_known_labels.go): these, the [*.]kubelet.kubernetes.io
@@ -65,8 +67,9 @@ def kubelet(arguments):
         print('E run.go:72] "command failed" err="failed to run Kubelet: running with swap on is not supported, please disable swap"', file=sys.stderr)
         return 1
     manifest_file = os.path.join(config.get("staticPodPath", "/etc/kubernetes/manifests"), "kube-apiserver.yaml")
+    api_server = None  # the first control plane's: followed at every heartbeat (static_pods)
     if os.path.exists(path(manifest_file)) and os.path.exists(path(STORE)):
-        serve_api(yaml.safe_load(read_file(manifest_file)))
+        api_server = StaticApiServer(manifest_file, serve_api(yaml.safe_load(read_file(manifest_file))))
         print("kubelet: started the static pod kube-apiserver", file=sys.stderr)
     elif os.path.exists(path(manifest_file)):
         # A control plane that joined: the lab's cluster has one API server and one etcd, on the first control plane.
@@ -77,11 +80,16 @@ def kubelet(arguments):
     taints = [parse_taint(item) for item in flags.get("--register-with-taints", "").split(",") if item]
     registered, max_pods, state = False, int(config.get("maxPods", 110)), {}
     while True:
+        if api_server is not None:
+            api_server.sync()
         try:
             client = Client.from_kubeconfig(kubeconfig_file, timeout=5)
             if not registered:
                 registered = register(client, name, labels, taints, flags, max_pods)
-            node = client.call("PATCH", f"/api/v1/nodes/{name}/status", {"status": node_status(name, max_pods)}, "application/merge-patch+json")
+            # A strategic merge patch, as kubelet's PatchNodeStatus sends: conditions merge by type, so the conditions others own
+            # (node-problem-detector's, the collection's GPUHealthy) stay.
+            node = client.call("PATCH", f"/api/v1/nodes/{name}/status", {"status": node_status(name, max_pods)},
+                               "application/strategic-merge-patch+json")
             node_work(client, node, state)
         except Fail as error:
             print(f"kubelet: {error}", file=sys.stderr)
@@ -130,7 +138,7 @@ def node_status(name, max_pods=110):
     capacity, allocatable = machine_resources(max_pods)
     return {"conditions": [ready], "addresses": [{"type": "InternalIP", "address": node_address()}, {"type": "Hostname", "address": name}],
             "capacity": capacity, "allocatable": allocatable,
-            "nodeInfo": {"kubeletVersion": "v" + version(), "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
+            "nodeInfo": {"kubeletVersion": "v" + running_version(), "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
                          "containerRuntimeVersion": containerd_version(), "osImage": os_image(), "kernelVersion": os.uname().release,
                          "machineID": first_line("/etc/machine-id"), "systemUUID": first_line("/sys/class/dmi/id/product_uuid", "/etc/machine-id"),
                          "bootID": first_line("/proc/sys/kernel/random/boot_id")}}

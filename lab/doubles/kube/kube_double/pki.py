@@ -2,17 +2,19 @@
 the bootstrap signer's JWS, and kubeconfigs."""
 
 import base64
+import datetime
 import hashlib
 import hmac
 import json
 import os
 import secrets
+import ssl
 import subprocess
 import tempfile
 
 import yaml
 
-from kube_double.core import Fail, LabError, b64, path, read_file, unb64, write_file
+from kube_double.core import Fail, LabError, b64, parse_duration, path, read_file, unb64, write_file
 
 
 def openssl(*arguments, stdin=None):
@@ -110,3 +112,37 @@ def file_or_data(section, key):
         with open(path(section[key]), encoding="utf-8") as handle:
             return handle.read()
     return None
+
+
+# The lab's clock knob (README, "Certificates and the clock"): a Go duration added to the real time wherever the double
+# judges a certificate's validity (the API server's client certificates, check-expiration, renew), so that certificates
+# made today can be 11 months old. openssl's dates stay real: the knob moves the double's "now", never a certificate.
+CLOCK_OFFSET_FILE = "/etc/kube-double/clock-offset"
+
+
+def clock_offset():
+    """Seconds the double's certificate clock runs ahead of the real one (0 without the knob)."""
+    try:
+        text = read_file(CLOCK_OFFSET_FILE).strip()
+    except FileNotFoundError:
+        return 0
+    try:
+        return parse_duration(text) if text else 0
+    except Fail:
+        raise LabError(f"{CLOCK_OFFSET_FILE}: {text!r} is not a Go duration (8160h is 340 days)") from None
+
+
+def certificate_now():
+    """The double's certificate clock, to the microsecond (a certificate signed this second has less than its period left)."""
+    return datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=clock_offset())
+
+
+def not_after(certificate_pem):
+    """A certificate's notAfter (aware UTC datetime), read with openssl."""
+    text = openssl("x509", "-noout", "-enddate", "-dateopt", "iso_8601", stdin=certificate_pem).strip().split("=", 1)[1]
+    return datetime.datetime.strptime(text, "%Y-%m-%d %H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+
+
+def certificate_expired(peer_certificate):
+    """Whether a TLS peer's certificate (ssl's getpeercert() dict) has expired on the double's certificate clock."""
+    return certificate_now().timestamp() > ssl.cert_time_to_seconds(peer_certificate["notAfter"])
