@@ -177,6 +177,13 @@ repository:
   description: The driver repository resolved (C(name), C(url), C(suites), C(components), C(key_url), C(key_fingerprint)), as the package_source role writes it.
   returned: when the inputs, the platform and the driver repository could be read
   type: dict
+offers:
+  description:
+    - What the driver repository offers of the driver's packages (those of every branch and board, Fabric Manager included),
+      as C([name, version]) pairs; the upgrade (the role's C(upgrade) entry point) judges Fabric Manager's versions from it.
+  returned: when the inputs, the platform and the driver repository could be read
+  type: list
+  elements: list
 family:
   description: The OS family whose package tools the role uses, V(Debian) or V(RedHat).
   returned: when the inputs, the platform and the driver repository could be read
@@ -201,6 +208,7 @@ ansible_facts:
 
 import os
 import pwd
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
@@ -394,7 +402,9 @@ def main():
         nvidia_driver_version=state.version, nvidia_driver_status=state.status, nvidia_gpus=state.gpus,
     )
     verify = driver.verify_problems(platform, request, node) if plan["verifiable"] else []
+    managed = re.compile(driver.managed_pattern(platform))
     module.exit_json(changed=False, problems=problems, plan=plan, verify_problems=verify, family=platform.family, repository=request.repository,
+                     offers=[[name, version] for name, version in offers if managed.match(name)],
                      initramfs_command=["/usr/bin/dracut", "--force", "--regenerate-all"] if platform.family == "RedHat"
                      else ["/usr/sbin/update-initramfs", "-u", "-k", "all"],
                      ansible_facts=facts)

@@ -99,7 +99,7 @@ def test_modprobe_loads_the_installed_module(lab):
     lab.write("state.json", {"driver_loaded": False, "gpus": []})
     result = lab.run(MODPROBE, "--unified-memory", "--create-nvidia-device-file=0")
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
-    assert lab.state() == {"driver_loaded": True, "gpus": []}
+    assert lab.state() == {"driver_loaded": True, "gpus": [], "kernel_module_version": "580.65.06"}
     # nvidia-smi now answers: the module is "loaded".
     assert lab.run(NVIDIA_SMI, "--query-gpu=driver_version", "--format=csv,noheader").stdout.splitlines() == ["580.65.06"] * 8
 
@@ -123,6 +123,118 @@ def test_modprobe_unknown_option_fails_loudly(lab):
     result = lab.run(MODPROBE, "--no-such-option")
     assert result.returncode == 255
     assert result.stderr.startswith("nvidia-modprobe (lab double): option --no-such-option is not modelled")
+
+
+# ---------------------------------------------------------------- driver upgrade: the running module, modprobe -r, a GPU job
+
+QUERY_VERSION = ("--query-gpu=driver_version", "--format=csv,noheader")
+GPU_JOB = DOUBLES / "nvidia_smi" / "lab-gpu-job"
+
+
+def as_modprobe(lab, tmp_path, *arguments):
+    """The double called as modprobe, as the stand-in kernel module packages install it (/usr/local/sbin/modprobe)."""
+    link = tmp_path / "modprobe"
+    if not link.exists():
+        link.symlink_to(MODPROBE)
+    return subprocess.run([PYTHON, str(link), *arguments], env=lab.env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def upgrade_packages(lab, version="580.95.05"):
+    """What installing the new driver's packages changes: the library's and the module package's versions."""
+    lab.write("driver.json", {"driver_version": version, "cuda_version": "13.0"})
+    lab.write("module.json", {"version": version, "flavor": "open"})
+
+
+def test_a_package_upgrade_under_the_loaded_module_is_a_version_mismatch(lab):
+    lab.write("module.json", {"version": "580.65.06", "flavor": "open"})
+    assert lab.run(NVIDIA_SMI, *QUERY_VERSION).stdout.splitlines() == ["580.65.06"] * 8
+    assert lab.state()["kernel_module_version"] == "580.65.06"
+    upgrade_packages(lab)
+    result = lab.run(NVIDIA_SMI, *QUERY_VERSION)
+    assert (result.returncode, result.stdout) == (18, "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95\n")
+
+
+def test_a_reboot_brings_up_the_installed_module(lab):
+    lab.run(NVIDIA_SMI, *QUERY_VERSION)
+    upgrade_packages(lab)
+    state = lab.state()
+    lab.write("state.json", dict(state, boots=state["boots"] + 1))
+    assert lab.run(NVIDIA_SMI, *QUERY_VERSION).stdout.splitlines() == ["580.95.05"] * 8
+
+
+def test_modprobe_r_then_nvidia_modprobe_reloads_the_new_module(lab, tmp_path):
+    lab.run(NVIDIA_SMI, *QUERY_VERSION)
+    upgrade_packages(lab)
+    result = as_modprobe(lab, tmp_path, "-r", "nvidia_peermem", "nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    assert lab.state()["driver_loaded"] is False
+    assert lab.run(NVIDIA_SMI, *QUERY_VERSION).returncode == 9
+    # Not loaded: kmod's modprobe -r has nothing to do and says nothing.
+    assert as_modprobe(lab, tmp_path, "-r", "nvidia").returncode == 0
+    assert lab.run(MODPROBE, "-u", "-c=0").returncode == 0
+    assert lab.run(NVIDIA_SMI, *QUERY_VERSION).stdout.splitlines() == ["580.95.05"] * 8
+
+
+@pytest.mark.parametrize(("holder", "busy"), [
+    pytest.param({"gpus": [{"processes": [{"pid": 4242, "process_name": "python3"}]}]}, "nvidia_uvm", id="a-process"),
+    pytest.param({"holders": ["nvidia-persistenced"]}, "nvidia", id="a-node-client"),
+    pytest.param({"gpus": [{}, {"holders": ["nvidia-dcgm"]}]}, "nvidia", id="a-gpu-client"),
+])
+def test_modprobe_r_is_refused_while_a_gpu_is_held(lab, tmp_path, holder, busy):
+    lab.write("state.json", holder)
+    lab.run(NVIDIA_SMI, *QUERY_VERSION)
+    before = lab.state()
+    result = as_modprobe(lab, tmp_path, "-r", "nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia")
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", f"modprobe: FATAL: Module {busy} is in use.\n")
+    assert lab.state() == before
+
+
+def test_modprobe_loads_the_driver_modules_as_nvidia_modprobe_does(lab, tmp_path):
+    lab.write("state.json", {"driver_loaded": False})
+    missing = as_modprobe(lab, tmp_path, "nvidia")
+    assert (missing.returncode, missing.stderr) == (1, f"modprobe: FATAL: Module nvidia not found in directory /lib/modules/{os.uname().release}\n")
+    lab.write("module.json", {"version": "580.65.06", "flavor": "proprietary"})
+    assert as_modprobe(lab, tmp_path, "nvidia").stderr == "modprobe: ERROR: could not insert 'nvidia': No such device\n"
+    lab.write("module.json", {"version": "580.65.06", "flavor": "open"})
+    assert as_modprobe(lab, tmp_path, "nvidia").returncode == 0
+    assert lab.state()["driver_loaded"] is True
+
+
+def test_modprobe_hands_other_modules_to_kmod_and_refuses_what_it_does_not_model(lab, tmp_path):
+    if not any(os.path.exists(path) for path in ("/usr/sbin/modprobe", "/sbin/modprobe")):
+        result = as_modprobe(lab, tmp_path, "--dry-run", "loop")
+        assert result.stderr == "modprobe (lab double): kmod's modprobe is not installed (/usr/sbin/modprobe)\n"
+    else:
+        result = as_modprobe(lab, tmp_path, "--dry-run", "--quiet", "loop")
+        assert "lab double" not in result.stderr
+    mixed = as_modprobe(lab, tmp_path, "-r", "nvidia", "loop")
+    assert mixed.returncode == 255 and "is not modelled" in mixed.stderr
+    partial = as_modprobe(lab, tmp_path, "-r", "nvidia_uvm")
+    assert partial.returncode == 255 and "not nvidia itself is not modelled" in partial.stderr
+
+
+def test_fabric_manager_needs_the_running_modules_version(lab):
+    lab.write("state.json", {"kernel_module_version": "580.65.06"})
+    lab.write("fabricmanager.json", {"version": "580.95.05"})
+    upgrade_packages(lab)
+    result = lab.run(FABRICMANAGER, "-c", lab.fabric_config)
+    assert result.returncode == 1
+    assert "interface version 580.95.05 don't match with driver version 580.65.06" in result.stderr
+
+
+def test_a_gpu_job_holds_its_gpu_until_it_is_stopped(lab, tmp_path):
+    lab.run(NVIDIA_SMI, *QUERY_VERSION)
+    job = lab.start(GPU_JOB, "--gpu", "3")
+    deadline = time.monotonic() + 20
+    while not lab.state()["gpus"][3]["processes"]:
+        assert time.monotonic() < deadline, "the job did not record itself"
+        time.sleep(0.05)
+    apps = lab.run(NVIDIA_SMI, "--query-compute-apps=pid,process_name", "--format=csv,noheader").stdout
+    assert apps == f"{job.pid}, /usr/bin/python3\n"
+    assert as_modprobe(lab, tmp_path, "-r", "nvidia_uvm", "nvidia").stderr == "modprobe: FATAL: Module nvidia_uvm is in use.\n"
+    assert stop(job) == 0
+    assert lab.state()["gpus"][3]["processes"] == []
+    assert as_modprobe(lab, tmp_path, "-r", "nvidia_uvm", "nvidia").returncode == 0
 
 
 # ---------------------------------------------------------------- nvidia-persistenced

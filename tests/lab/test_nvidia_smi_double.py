@@ -109,7 +109,11 @@ class Lab:
         self.hardware_path.write_text(json.dumps({"gpu_model": model, "gpu_count": count, "seed": seed, **board}), encoding="utf-8")
 
     def set_driver(self, driver_version):
+        """A node that runs ``driver_version``: installed, and its kernel module the one running (an upgrade without the
+        module reload is test_a_package_upgrade_is_a_version_mismatch_until_the_module_reloads)."""
         self.driver_path.write_text(json.dumps({**DRIVER, "driver_version": driver_version}), encoding="utf-8")
+        if self.state_path.exists():
+            self.write_state(dict(self.state(), kernel_module_version=driver_version))
 
     def log_calls(self):
         """Have the double log every call from now on; the log's path."""
@@ -427,9 +431,21 @@ def test_first_use_creates_the_state_with_power_on_defaults(lab):
         "error_stream": "stdout",
         "gpu_reset_supported": True,
         "missing_gpus": [],
+        # The module of the installed driver runs (no module package here: the driver's own version).
+        "kernel_module_version": "580.65.06",
         "gpus": [no_mig, no_mig],
     }
     assert oct(lab.state_path.stat().st_mode & 0o777) == "0o644"
+
+
+def test_a_package_upgrade_is_a_version_mismatch_until_the_module_reloads(lab):
+    lab.ok("-L")
+    lab.driver_path.write_text(json.dumps({**DRIVER, "driver_version": "580.95.05"}), encoding="utf-8")
+    result = lab.run("--query-gpu=driver_version", "--format=csv,noheader")
+    assert (result.returncode, result.stdout) == (18, "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95\n")
+    state = lab.state()
+    lab.write_state(dict(state, driver_reloads=state["driver_reloads"] + 1))
+    assert lab.query("driver_version", "-i", "0") == "580.95.05\n"
 
 
 def test_a_hand_written_partial_state_is_honoured(lab):
