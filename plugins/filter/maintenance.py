@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.onprem.gpu.plugins.module_utils._maintenance import conflict, node_problems, ready_status, wait_message
+from ansible_collections.onprem.gpu.plugins.module_utils._maintenance import conflict, gpu_resources, node_problems, ready_status, wait_message
 
 
 def maintenance_conflict(node, operation):
@@ -23,20 +23,28 @@ def maintenance_ready(node):
     return ready_status(node)
 
 
-def maintenance_node_problems(node, expected=None, ready_before=False):
-    """One phrase per way the Node is not yet back in shape (Ready, the GPU resources expected); [] when it is."""
+def maintenance_node_problems(node, expected=None, ready_before=False, expected_version=None):
+    """One phrase per way the Node is not yet back in shape (Ready, its kubelet's version, the GPU resources expected); [] when it is."""
     _check_node("maintenance_node_problems", node)
     _check_expected("maintenance_node_problems", expected)
-    return node_problems(node, expected or {}, bool(ready_before))
+    return node_problems(node, expected or {}, bool(ready_before), expected_version or None)
 
 
 def maintenance_wait_message(node, expected=None, ready_before=False, plugin_pods=None, node_name=None,
-                             expected_name="the GPU resources expected", timeout=None, setting="maintenance_check_timeout"):
+                             expected_name="the GPU resources expected", timeout=None, setting="maintenance_check_timeout",
+                             expected_version=None):
     """What the Node shows once the wait for it ran out, against what was expected, and the likely cause."""
     _check_node("maintenance_wait_message", node)
     _check_expected("maintenance_wait_message", expected)
     return wait_message(node, expected or {}, bool(ready_before), plugin_pods if isinstance(plugin_pods, list) else None,
-                        node_name=node_name, expected_name=expected_name, timeout=timeout, setting=setting)
+                        node_name=node_name, expected_name=expected_name, timeout=timeout, setting=setting,
+                        expected_version=expected_version or None)
+
+
+def maintenance_gpu_resources(node):
+    """The GPU resources (nvidia.com/gpu, nvidia.com/mig-*) the Node advertises now, by name, as counts."""
+    _check_node("maintenance_gpu_resources", node)
+    return gpu_resources(node)
 
 
 def _check_node(name, node):
@@ -58,4 +66,5 @@ class FilterModule:
             "maintenance_ready": maintenance_ready,
             "maintenance_node_problems": maintenance_node_problems,
             "maintenance_wait_message": maintenance_wait_message,
+            "maintenance_gpu_resources": maintenance_gpu_resources,
         }

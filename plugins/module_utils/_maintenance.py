@@ -57,31 +57,66 @@ def conflict(node, operation):
             f" or remove the mark ({release}) once the node is in order, before {operation} takes it; nothing was changed.")
 
 
-def node_problems(node, expected=None, ready_before=False):
-    """One phrase per way the Node is not yet back: its Ready condition, and GPU resources that differ from ``expected``.
+def kubelet_version(node):
+    """The version the Node's kubelet reports (``v1.36.2``), an empty string when it reports none."""
+    return (((node or {}).get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or ""
+
+
+def gpu_resources(node):
+    """The GPU resources the Node advertises now, by name (``nvidia.com/gpu`` and ``nvidia.com/mig-*``), as counts: what it
+    must advertise again when an operation that should not change its GPUs puts it back."""
+    allocatable = ((node or {}).get("status") or {}).get("allocatable") or {}
+    resources = {}
+    for name, count in allocatable.items():
+        if name == "nvidia.com/gpu" or name.startswith("nvidia.com/mig-"):
+            try:
+                resources[name] = int(str(count))
+            except ValueError:
+                continue
+    return resources
+
+
+def _version_problem(node, expected_version):
+    if not expected_version:
+        return []
+    wanted = "v" + str(expected_version).lstrip("v")
+    reported = kubelet_version(node)
+    return [] if reported == wanted else [f"its kubelet reports {reported or 'no version'}, not {wanted}"]
+
+
+def node_problems(node, expected=None, ready_before=False, expected_version=None):
+    """One phrase per way the Node is not yet back: its Ready condition, its kubelet's version, and GPU resources that
+    differ from ``expected``.
 
     ``ready_before``: whether the node was Ready when it was taken out, which it must then be again; a node whose
     kubelet does not post status (Ready ``Unknown``) is never back. ``expected``: resource name -> count, as
-    ``mig_resources`` gives it; empty or None checks no resource.
+    ``mig_resources`` gives it; empty or None checks no resource. ``expected_version``: the version its kubelet must
+    report (``1.36.2``, after an upgrade); empty or None checks none.
     """
     status = ready_status(node)
     problems = [f"Ready is {status}"] if status == "Unknown" or (ready_before and status != "True") else []
+    problems += _version_problem(node, expected_version)
     if expected:
         problems += resource_differences(expected, ((node or {}).get("status") or {}).get("allocatable") or {})
     return problems
 
 
 def wait_message(node, expected=None, ready_before=False, plugin_pods=None, node_name=None, expected_name="the GPU resources expected",
-                 timeout=None, setting="maintenance_check_timeout"):
+                 timeout=None, setting="maintenance_check_timeout", expected_version=None):
     """Say, once the wait for the node to come back ran out, what it shows against what it should, and the likely cause.
 
     ``expected_name`` names the resources in the message (``its new MIG resources``); ``timeout`` and ``setting``: the
-    seconds waited and the variable that set them, the caller's own where it has one.
+    seconds waited and the variable that set them, the caller's own where it has one; ``expected_version``: the version
+    its kubelet must report.
     """
     name = ((node or {}).get("metadata") or {}).get("name") or node_name or "the node"
     waited = f"within {timeout} s ({setting})" if timeout is not None else f"in time ({setting})"
     if not node:
         return f"{name} could not be read from its cluster {waited}: the API server or the controller's kubeconfig is at fault."
+    version = _version_problem(node, expected_version)
+    if version:
+        return (f"{name} did not come back at {'v' + str(expected_version).lstrip('v')} {waited}: {version[0]}; the kubelet package was"
+                f" upgraded but the kubelet that runs is another: see systemctl status kubelet and journalctl -u kubelet on the node.")
     status = ready_status(node)
     not_ready = status == "Unknown" or (ready_before and status != "True")
     missing = bool(expected) and bool(resource_differences(expected, (node.get("status") or {}).get("allocatable") or {}))

@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.onprem.gpu.plugins.filter.maintenance import (
     FilterModule,
     maintenance_conflict,
+    maintenance_gpu_resources,
     maintenance_node_problems,
     maintenance_ready,
     maintenance_wait_message,
@@ -21,7 +22,19 @@ NODE = {"metadata": {"name": "dc1-gpu2", "labels": {"onprem.gpu/maintenance": "d
 
 
 def test_the_filters_are_registered_under_their_names():
-    assert sorted(FilterModule().filters()) == ["maintenance_conflict", "maintenance_node_problems", "maintenance_ready", "maintenance_wait_message"]
+    assert sorted(FilterModule().filters()) == ["maintenance_conflict", "maintenance_gpu_resources", "maintenance_node_problems", "maintenance_ready",
+                                                "maintenance_wait_message"]
+
+
+def test_the_upgrade_checks_answer_as_the_logic_does():
+    node = {"metadata": {"name": "dc1-gpu1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.35.4"},
+                                                         "allocatable": {"nvidia.com/gpu": "8"}}}
+    assert maintenance_gpu_resources(node) == {"nvidia.com/gpu": 8}
+    assert maintenance_node_problems(node, {}, True, "1.36.2") == ["its kubelet reports v1.35.4, not v1.36.2"]
+    assert maintenance_node_problems(node, {}, True, "") == []
+    assert maintenance_wait_message(node, {}, True, timeout=5, expected_version="1.36.2").startswith("dc1-gpu1 did not come back at v1.36.2 within 5 s")
+    with pytest.raises(AnsibleFilterError, match="maintenance_gpu_resources expects a Node object"):
+        maintenance_gpu_resources(["dc1-gpu1"])
 
 
 def test_the_filters_answer_as_the_logic_does():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.onprem.gpu.plugins.module_utils._maintenance import conflict, node_problems, ready_status, wait_message
+from ansible_collections.onprem.gpu.plugins.module_utils._maintenance import conflict, gpu_resources, node_problems, ready_status, wait_message
 
 EXPECTED = {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 56}
 NOT_READY = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "cni plugin not initialized"}
@@ -116,3 +116,40 @@ def test_the_wait_message_of_a_node_that_could_not_be_read_names_it():
     assert wait_message({}, EXPECTED, node_name="dc1-gpu2", timeout=300) == (
         "dc1-gpu2 could not be read from its cluster within 300 s (maintenance_check_timeout): the API server or the controller's"
         " kubeconfig is at fault.")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a Kubernetes upgrade: the kubelet's version, and the GPU resources the node had
+
+
+def upgraded_node(version="v1.36.2", ready="True", allocatable=None):
+    return {"metadata": {"name": "dc1-gpu1"},
+            "status": {"conditions": [{"type": "Ready", "status": ready}], "nodeInfo": {"kubeletVersion": version},
+                       "allocatable": allocatable if allocatable is not None else {"cpu": "16", "nvidia.com/gpu": "8"}}}
+
+
+def test_the_kubelet_must_report_the_version_expected():
+    assert node_problems(upgraded_node(), {}, True, "1.36.2") == []
+    assert node_problems(upgraded_node(), {}, True, "v1.36.2") == []
+    assert node_problems(upgraded_node("v1.35.4"), {}, True, "1.36.2") == ["its kubelet reports v1.35.4, not v1.36.2"]
+    assert node_problems(upgraded_node("v1.35.4"), {}, True) == []
+    assert node_problems({"metadata": {"name": "x"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}, {}, True, "1.36.2") == [
+        "its kubelet reports no version, not v1.36.2"]
+
+
+def test_a_node_back_at_the_old_version_says_where_to_look():
+    message = wait_message(upgraded_node("v1.35.4"), {}, True, timeout=300, expected_version="1.36.2")
+    assert message == ("dc1-gpu1 did not come back at v1.36.2 within 300 s (maintenance_check_timeout): its kubelet reports v1.35.4, not v1.36.2;"
+                       " the kubelet package was upgraded but the kubelet that runs is another: see systemctl status kubelet and journalctl -u"
+                       " kubelet on the node.")
+    assert wait_message(upgraded_node(ready="False"), {}, True, timeout=300, expected_version="1.36.2").startswith(
+        "dc1-gpu1 did not come back Ready within 300 s")
+
+
+def test_the_gpu_resources_of_a_node_are_its_nvidia_gpu_and_mig_counts():
+    node = upgraded_node(allocatable={"cpu": "16", "nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "56", "nvidia.com/other": "1",
+                                      "nvidia.com/mig-bad": "x"})
+    assert gpu_resources(node) == {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 56}
+    assert gpu_resources({}) == {}
+    assert node_problems(upgraded_node(allocatable={"nvidia.com/gpu": "7"}), {"nvidia.com/gpu": 8}, True, "1.36.2") == [
+        "nvidia.com/gpu: advertised 7, expected 8"]
