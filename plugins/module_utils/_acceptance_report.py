@@ -190,15 +190,9 @@ def rail_chart(records, title="RDMA rail bandwidth per node against line rate"):
     left = 12 + label_room
     parts = [svg.text(width / 2, 24, svg.fit(title, width - 24, 15, bold=True), "middle", 15, ' font-weight="bold"')]
     legend_y = 50
-    x = left
-    for kind, style, label in (("rect", PASS, "passed"), ("rect", "url(#failed)", "below threshold"),
-                               ("line", _RATE_LINE, "line rate"), ("line", _THRESHOLD_LINE, "threshold")):
-        if kind == "rect":
-            parts.append(f'<rect x="{x:.1f}" y="{legend_y - 9}" width="18" height="11" fill="{style}" stroke="{FAIL if "url" in style else PASS}"/>')
-        else:
-            parts.append(svg.line(x, legend_y - 4, x + 18, legend_y - 4, style))
-        parts.append(svg.text(x + 24, legend_y, label))
-        x += 24 + svg.text_width(label, FONT) + 24
+    parts += svg.row_legend(left, legend_y, [("rect", PASS, PASS, "passed"), ("rect", "url(#failed)", FAIL, "below threshold"),
+                                             ("line", _RATE_LINE, None, "line rate"),
+                                             ("line", _THRESHOLD_LINE, None, "threshold")], FONT)[0]
     top = legend_y + 30
     gaps = sum(1 for index in range(1, len(rows)) if rows[index]["node"] != rows[index - 1]["node"])
     plot_height = row_height * len(rows) + gaps * 8

@@ -168,15 +168,8 @@ def _peak_bars(runs, title, threshold, min_size):
     parts.extend(svg.text(width / 2, title_bottom + 20 + index * LINE, line, "middle") for index, line in enumerate(notes))
     legend_y = title_bottom + 20 + len(notes) * LINE + 6
     limits = [row["threshold"] for row in rows if row["threshold"] is not None]
-    legend = [("rect", PASS, "passed"), ("rect", "url(#failed)", "failed")] + [("line", _THRESHOLD_LINE, "threshold")] * bool(limits)
-    x = left
-    for kind, style, label in legend:
-        if kind == "rect":
-            parts.append(f'<rect x="{x:.1f}" y="{legend_y - 9}" width="18" height="11" fill="{style}" stroke="{FAIL if "url" in style else PASS}"/>')
-        else:
-            parts.append(svg.line(x, legend_y - 4, x + 18, legend_y - 4, style))
-        parts.append(svg.text(x + 24, legend_y, label))
-        x += 24 + svg.text_width(label, FONT) + 24
+    legend = [("rect", PASS, PASS, "passed"), ("rect", "url(#failed)", FAIL, "failed")]
+    parts += svg.row_legend(left, legend_y, legend + [("line", _THRESHOLD_LINE, None, "threshold")] * bool(limits), FONT)[0]
     top = legend_y + 34
     plot_height = row_height * len(rows)
     axis_top, ticks = svg.axis(max([row["peak"] or 0.0 for row in rows] + limits + [1.0]), 8)

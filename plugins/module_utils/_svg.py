@@ -217,5 +217,19 @@ def legend(x, y, entries, width, size, line_height):
     return parts, y
 
 
+def row_legend(x, y, entries, size):
+    """A legend on one line from (x, y): each entry ``("rect", fill, edge, label)`` (an 18 x 11 swatch) or ``("line",
+    stroke attributes, None, label)`` (an 18 px line), its label beside it. Returns the parts and the x after the last."""
+    parts = []
+    for kind, style, edge, label in entries:
+        if kind == "rect":
+            parts.append(f'<rect x="{x:.1f}" y="{y - 9}" width="18" height="11" fill="{style}" stroke="{edge}"/>')
+        else:
+            parts.append(line(x, y - 4, x + 18, y - 4, style))
+        parts.append(text(x + 24, y, label))
+        x += 24 + text_width(label, size) + 24
+    return parts, x
+
+
 def legend_height(entries, width, size, line_height):
     return sum(len(wrap(label, width - 38, size)) * line_height + 5 for _swatch, label in entries)
