@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End to end on the simulated rack, from nothing: start the lab (with the benchmark's two extra nodes), run site.yml twice (the second run
 # must change nothing), check the summary it prints, run lab.yml again (nothing to change), run the
-# network benchmark with its faults (network_benchmark_e2e.sh), reconfigure MIG on live nodes (mig_reconfigure_e2e.sh), apply the
-# GPU platform to both clusters with its charts (cluster_addons_e2e.sh), remove the lab.
+# network benchmark with its faults (network_benchmark_e2e.sh), accept the GPU nodes with three faults (acceptance_e2e.sh),
+# reconfigure MIG on live nodes (mig_reconfigure_e2e.sh), apply the GPU platform to both clusters with its charts
+# (cluster_addons_e2e.sh), deploy continuous GPU health and fail nodes under it (node_health_e2e.sh), remove the lab.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -83,7 +84,11 @@ assert_summary_line '"  dc1-cp1      control plane, no GPU"'
 echo "e2e: lab up, site.yml converged, second runs of site.yml and lab.yml changed nothing."
 
 NETWORK_BENCHMARK_E2E_LAB_UP=1 bash tests/e2e/network_benchmark_e2e.sh
+# The rack's hand-over on whole GPUs, before the MIG steps change the layouts (nccl-tests is installed by then).
+bash tests/e2e/acceptance_e2e.sh
 # After the benchmark, which runs NCCL on whole GPUs: MIG reconfiguration of live nodes.
 bash tests/e2e/mig_reconfigure_e2e.sh
-# Last, as it installs the charts' operators on both clusters: the platform applied directly, charts through helm.
+# As it installs the charts' operators on both clusters: the platform applied directly, charts through helm.
 bash tests/e2e/cluster_addons_e2e.sh
+# Last: the health agents it deploys keep running (every 30 s in the lab) and would judge the faults the steps above inject.
+bash tests/e2e/node_health_e2e.sh
