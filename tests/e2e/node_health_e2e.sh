@@ -37,7 +37,7 @@ print(c.get("status", "-"), c.get("reason", "-"), (t.get("value", "") if t else 
 }
 # Wait up to $3 seconds for node $1's state to match the regular expression $2; prints the seconds it took.
 wait_state() {
-    local start deadline now current
+    local start deadline current
     start=$(date +%s.%N) deadline=$(( $(date +%s) + $3 ))
     while :; do
         current="$(state "$1")"
@@ -102,7 +102,8 @@ yaml.safe_dump({"rule_files": [f"{out}/rules.yaml"], "evaluation_interval": "1m"
     "alert_rule_test": [{"eval_time": "2m", "alertname": "GPUHealthCircuitBreakerOpen",
                          "exp_alerts": [{"exp_labels": {"severity": "critical", "cluster": "dc1"}}]}]}]}, open(f"{out}/rules-test.yaml", "w"))
 PY
-promtool=$( [[ -x "$repo/.build/bin/promtool" ]] && echo "$repo/.build/bin/promtool" || command -v promtool )
+promtool="$repo/.build/bin/promtool"
+[[ -x "$promtool" ]] || promtool="$(command -v promtool)"
 "$promtool" test rules "$out/rules-test.yaml" >"$out/promtool.log" 2>&1 || { cat "$out/promtool.log" >&2; fail "the breaker alert did not fire on the live metric"; }
 echo "node health: circuit breaker open with dc1-gpu2 held back; GPUHealthCircuitBreakerOpen fires under promtool test rules"
 

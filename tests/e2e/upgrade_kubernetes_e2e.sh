@@ -58,7 +58,8 @@ for host in "${run_hosts[@]}"; do
  "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.32.0.0/24"}]]}}]}
 JSON
 done
-"${kubectl[@]}" apply -f tests/e2e/upgrade_kubernetes/workload.yaml >"$out/setup.log"
+"${kubectl[@]}" apply -f tests/e2e/upgrade_kubernetes/1-namespace.yaml -f tests/e2e/upgrade_kubernetes/2-deployment.yaml \
+    -f tests/e2e/upgrade_kubernetes/3-replicaset.yaml -f tests/e2e/upgrade_kubernetes/4-pdb.yaml >"$out/setup.log"
 python3 tests/e2e/upgrade_kubernetes/serving.py start "${kubectl[@]}" -- upgrade-e2e web-7d9c5 >>"$out/setup.log"
 deadline=$(( $(date +%s) + 60 ))
 until [[ "$("${kubectl[@]}" get pdb -n upgrade-e2e web -o jsonpath='{.status.currentHealthy}')" == 2 ]] \
