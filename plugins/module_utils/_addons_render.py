@@ -19,7 +19,10 @@ except ImportError:  # the render runs on the controller (filter cluster_addons_
     yaml = None
 
 from ansible_collections.onprem.gpu.plugins.module_utils._addons import GPU_RESOURCE, TEAM_LABEL, metric_resource
+from ansible_collections.onprem.gpu.plugins.module_utils._acceptance import UNHEALTHY_TAINT
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_profiles import mig_resource
+from ansible_collections.onprem.gpu.plugins.module_utils._node_health_agent import CONDITION_TYPE
+from ansible_collections.onprem.gpu.plugins.module_utils._node_health_taint import BREAKER_METRIC
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "onprem.gpu"}
 HEADER = "# Rendered by onprem.gpu.cluster_addons from the inventory; edit the inventory and render again.\n"
@@ -575,11 +578,6 @@ def xid_expression(application):
     return f"max by (hostname, gpu, GPU_I_ID) ({_with_hostname(f'(({which}) and changes({xid}[10m]) > 0)')})"
 
 
-# roles/node_health: the taint every health gate uses, the node condition its agents write, the breaker its controller exports.
-UNHEALTHY_TAINT = "onprem.gpu/unhealthy"
-HEALTH_CONDITION = "GPUHealthy"
-
-
 def continuous_health_rules(alerts):
     """Continuous health (roles/node_health, docs/node-health.md): a node tainted unhealthy, GPU health Unknown too long, the
     taint controller's circuit breaker open. kube-state-metrics exports taints (kube_node_spec_taint) and every node condition,
@@ -600,18 +598,18 @@ def continuous_health_rules(alerts):
         },
         {
             "alert": "GPUHealthUnknown",
-            "expr": f'max by (node) (kube_node_status_condition{{condition="{HEALTH_CONDITION}", status="unknown"}}) == 1',
+            "expr": f'max by (node) (kube_node_status_condition{{condition="{CONDITION_TYPE}", status="unknown"}}) == 1',
             "for": alerts["health_unknown_for"],
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": "{{ $labels.node }}: the GPU health check cannot run",
-                "description": f"The {HEALTH_CONDITION} condition has been Unknown for {alerts['health_unknown_for']}: the driver is not "
+                "description": f"The {CONDITION_TYPE} condition has been Unknown for {alerts['health_unknown_for']}: the driver is not "
                                "loaded, nvidia-smi hangs, or the agent stopped reporting; the node is neither tainted nor released.",
             },
         },
         {
             "alert": "GPUHealthCircuitBreakerOpen",
-            "expr": "max by (cluster) (onprem_gpu_health_circuit_breaker_open) == 1",
+            "expr": f"max by (cluster) ({BREAKER_METRIC}) == 1",
             "labels": {"severity": "critical"},
             "annotations": {
                 "summary": "{{ $labels.cluster }}: too many GPU nodes fail at once, automatic tainting stopped",

@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime
 import math
 
-from ansible_collections.onprem.gpu.plugins.module_utils._acceptance import EFFECT, OWNER_ANNOTATION, UNHEALTHY_TAINT
+from ansible_collections.onprem.gpu.plugins.module_utils._acceptance import EFFECT, OWNER_ANNOTATION, UNHEALTHY_TAINT, unhealthy_taint
 from ansible_collections.onprem.gpu.plugins.module_utils._node_health_agent import CONDITION_TYPE, code_of, rfc3339
 
 OWNER = "node-health"
@@ -62,7 +62,7 @@ def _node_view(node, now, stale_seconds):
     taints = list((node.get("spec") or {}).get("taints") or [])
     cond = next((entry for entry in (node.get("status") or {}).get("conditions") or []
                  if entry.get("type") == CONDITION_TYPE), None)
-    taint = next((entry for entry in taints if entry.get("key") == UNHEALTHY_TAINT and entry.get("effect") == EFFECT), None)
+    taint = unhealthy_taint(taints)
     status = cond.get("status") if cond else None
     heartbeat = parse_time(cond.get("lastHeartbeatTime")) if cond else None
     stale = cond is not None and (heartbeat is None or now - heartbeat > stale_seconds)
@@ -152,12 +152,16 @@ def plan(nodes, now, settings):
     return {"patches": patches, "conditions": conditions, "breaker": breaker}
 
 
+# The metric the rendered platform's GPUHealthCircuitBreakerOpen alert reads.
+BREAKER_METRIC = "onprem_gpu_health_circuit_breaker_open"
+
+
 def metrics(cluster, breaker, now, errors=0):
     """node-exporter textfile metrics of one controller round (``cluster`` the datacenter name)."""
     label = f'cluster="{cluster}"'
     rows = [
-        ("onprem_gpu_health_circuit_breaker_open", "1 while node-health holds back taints because more GPU nodes fail at once than "
-                                                   "node_health_max_unhealthy_percent allows.", int(breaker["open"])),
+        (BREAKER_METRIC, "1 while node-health holds back taints because more GPU nodes fail at once than "
+                         "node_health_max_unhealthy_percent allows.", int(breaker["open"])),
         ("onprem_gpu_health_gpu_nodes", "GPU nodes reporting the GPUHealthy condition.", breaker["gpu_nodes"]),
         ("onprem_gpu_health_taint_limit", "How many GPU nodes node-health may taint at once.", breaker["limit"]),
         ("onprem_gpu_health_tainted_nodes", "GPU nodes tainted by node-health.", breaker["tainted"]),
