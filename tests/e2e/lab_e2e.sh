@@ -90,5 +90,11 @@ bash tests/e2e/acceptance_e2e.sh
 bash tests/e2e/mig_reconfigure_e2e.sh
 # As it installs the charts' operators on both clusters: the platform applied directly, charts through helm.
 bash tests/e2e/cluster_addons_e2e.sh
-# Last: the health agents it deploys keep running (every 30 s in the lab) and would judge the faults the steps above inject.
+# After the faults above: the health agents it deploys keep running (every 30 s in the lab) and would judge them.
 bash tests/e2e/node_health_e2e.sh
+# Last, the day-2 operations nothing can be undone after, on dc1 with the health agents running as on a site: the
+# certificates renewed 340 days ahead and dc1-gpu2 removed and replaced under its name (continuity_e2e.sh), the driver
+# upgraded on the GPU workers (upgrade_driver_e2e.sh), then Kubernetes one minor up (upgrade_kubernetes_e2e.sh).
+bash tests/e2e/continuity_e2e.sh
+bash tests/e2e/upgrade_driver_e2e.sh
+bash tests/e2e/upgrade_kubernetes_e2e.sh
