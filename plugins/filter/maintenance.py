@@ -23,22 +23,22 @@ def maintenance_ready(node):
     return ready_status(node)
 
 
-def maintenance_node_problems(node, expected=None, ready_before=False, expected_version=None):
+def maintenance_node_problems(node, expected=None, ready_before=False, expected_version=None, check_health=False):
     """One phrase per way the Node is not yet back in shape (Ready, its kubelet's version, the GPU resources expected); [] when it is."""
     _check_node("maintenance_node_problems", node)
     _check_expected("maintenance_node_problems", expected)
-    return node_problems(node, expected or {}, bool(ready_before), expected_version or None)
+    return node_problems(node, expected or {}, bool(ready_before), expected_version or None, bool(check_health))
 
 
 def maintenance_wait_message(node, expected=None, ready_before=False, plugin_pods=None, node_name=None,
                              expected_name="the GPU resources expected", timeout=None, setting="maintenance_check_timeout",
-                             expected_version=None):
+                             expected_version=None, check_health=False):
     """What the Node shows once the wait for it ran out, against what was expected, and the likely cause."""
     _check_node("maintenance_wait_message", node)
     _check_expected("maintenance_wait_message", expected)
     return wait_message(node, expected or {}, bool(ready_before), plugin_pods if isinstance(plugin_pods, list) else None,
                         node_name=node_name, expected_name=expected_name, timeout=timeout, setting=setting,
-                        expected_version=expected_version or None)
+                        expected_version=expected_version or None, check_health=bool(check_health))
 
 
 def maintenance_gpu_resources(node):

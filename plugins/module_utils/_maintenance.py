@@ -14,6 +14,7 @@ Plain Python without Ansible imports.
 from __future__ import annotations
 
 from ansible_collections.onprem.gpu.plugins.module_utils._mig_cluster import resource_differences, resources_wait_message
+from ansible_collections.onprem.gpu.plugins.module_utils._node_health_agent import CONDITION_TYPE as HEALTH_CONDITION
 
 LABEL = "onprem.gpu/maintenance"
 OPERATION_ANNOTATION = "onprem.gpu/maintenance-operation"
@@ -84,30 +85,46 @@ def _version_problem(node, expected_version):
     return [] if reported == wanted else [f"its kubelet reports {reported or 'no version'}, not {wanted}"]
 
 
-def node_problems(node, expected=None, ready_before=False, expected_version=None):
+def health_problem(node):
+    """The phrase of a Node whose continuous-health agent (roles/node_health) reports its GPUs unhealthy, else None.
+
+    Only ``False`` counts: a node without the condition runs no agent, and ``Unknown`` is a check that could not run,
+    which the taint controller does not hold against a node either."""
+    conditions = ((node or {}).get("status") or {}).get("conditions") or ()
+    condition = next((entry for entry in conditions if entry.get("type") == HEALTH_CONDITION), None)
+    if not condition or condition.get("status") != "False":
+        return None
+    said = ": ".join(part for part in (condition.get("reason"), condition.get("message")) if part)
+    return f"its GPU health agent reports {HEALTH_CONDITION} False ({said or 'no reason given'})"
+
+
+def node_problems(node, expected=None, ready_before=False, expected_version=None, check_health=False):
     """One phrase per way the Node is not yet back: its Ready condition, its kubelet's version, and GPU resources that
     differ from ``expected``.
 
     ``ready_before``: whether the node was Ready when it was taken out, which it must then be again; a node whose
     kubelet does not post status (Ready ``Unknown``) is never back. ``expected``: resource name -> count, as
     ``mig_resources`` gives it; empty or None checks no resource. ``expected_version``: the version its kubelet must
-    report (``1.36.2``, after an upgrade); empty or None checks none.
+    report (``1.36.2``, after an upgrade); empty or None checks none. ``check_health``: the node's ``GPUHealthy``
+    condition must not be False (``health_problem``).
     """
     status = ready_status(node)
     problems = [f"Ready is {status}"] if status == "Unknown" or (ready_before and status != "True") else []
     problems += _version_problem(node, expected_version)
+    health = health_problem(node) if check_health else None
+    problems += [health] if health else []
     if expected:
         problems += resource_differences(expected, ((node or {}).get("status") or {}).get("allocatable") or {})
     return problems
 
 
 def wait_message(node, expected=None, ready_before=False, plugin_pods=None, node_name=None, expected_name="the GPU resources expected",
-                 timeout=None, setting="maintenance_check_timeout", expected_version=None):
+                 timeout=None, setting="maintenance_check_timeout", expected_version=None, check_health=False):
     """Say, once the wait for the node to come back ran out, what it shows against what it should, and the likely cause.
 
     ``expected_name`` names the resources in the message (``its new MIG resources``); ``timeout`` and ``setting``: the
     seconds waited and the variable that set them, the caller's own where it has one; ``expected_version``: the version
-    its kubelet must report.
+    its kubelet must report; ``check_health``: whether the node's GPU health agent must not report it unhealthy.
     """
     name = ((node or {}).get("metadata") or {}).get("name") or node_name or "the node"
     waited = f"within {timeout} s ({setting})" if timeout is not None else f"in time ({setting})"
@@ -117,6 +134,10 @@ def wait_message(node, expected=None, ready_before=False, plugin_pods=None, node
     if version:
         return (f"{name} did not come back at {'v' + str(expected_version).lstrip('v')} {waited}: {version[0]}; the kubelet package was"
                 f" upgraded but the kubelet that runs is another: see systemctl status kubelet and journalctl -u kubelet on the node.")
+    health = health_problem(node) if check_health else None
+    if health:
+        return (f"{name} is not healthy after the operation: {health}; the node stays out of service until it is fixed"
+                f" (see journalctl -u onprem-gpu-health-agent on the node and kubectl describe node {name}).")
     status = ready_status(node)
     not_ready = status == "Unknown" or (ready_before and status != "True")
     missing = bool(expected) and bool(resource_differences(expected, (node.get("status") or {}).get("allocatable") or {}))

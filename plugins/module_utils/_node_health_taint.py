@@ -14,6 +14,10 @@
   first sees it healthy), then loses taint and annotations; a taint of another owner, or of none, is never removed;
 - Unknown (the check could not run, or its heartbeat is older than ``stale_seconds``) changes no taint and restarts
   the hold-down: neither a taint storm nor a premature release;
+- a node that an operation holds (``onprem.gpu/maintenance=<operation>``, roles/maintenance: cordoned, drained, its
+  driver possibly unloaded on purpose) gets no new taint: the operation checks the node's health itself before it puts
+  the node back, and a taint set meanwhile would keep the node out for a hold-down after the operation. A taint it
+  already had stays; a node the operation left ``failed`` is judged as any other;
 - the circuit breaker: at most ``max(1, floor(N * max_unhealthy_percent / 100))`` of the cluster's N GPU nodes (nodes
   with a ``GPUHealthy`` condition) are tainted by node-health at once; the nodes beyond are left untainted, the
   breaker is open and the metric says so (an alert fires). A bad driver roll-out fails every node at once; tainting
@@ -30,6 +34,7 @@ import datetime
 import math
 
 from ansible_collections.onprem.gpu.plugins.module_utils._acceptance import EFFECT, OWNER_ANNOTATION, UNHEALTHY_TAINT, unhealthy_taint
+from ansible_collections.onprem.gpu.plugins.module_utils._maintenance import FAILED as MAINTENANCE_FAILED, LABEL as MAINTENANCE_LABEL
 from ansible_collections.onprem.gpu.plugins.module_utils._node_health_agent import CONDITION_TYPE, code_of, rfc3339
 
 OWNER = "node-health"
@@ -63,12 +68,14 @@ def _node_view(node, now, stale_seconds):
     cond = next((entry for entry in (node.get("status") or {}).get("conditions") or []
                  if entry.get("type") == CONDITION_TYPE), None)
     taint = unhealthy_taint(taints)
+    operation = (metadata.get("labels") or {}).get(MAINTENANCE_LABEL)
     status = cond.get("status") if cond else None
     heartbeat = parse_time(cond.get("lastHeartbeatTime")) if cond else None
     stale = cond is not None and (heartbeat is None or now - heartbeat > stale_seconds)
     return {"name": metadata.get("name"), "resource_version": metadata.get("resourceVersion"), "annotations": annotations,
             "taints": taints, "taint": taint, "condition": cond, "status": "Unknown" if stale else status, "stale": stale,
             "ours": taint is not None and annotations.get(OWNER_ANNOTATION) == OWNER,
+            "in_maintenance": bool(operation) and operation != MAINTENANCE_FAILED,
             "transition": parse_time(cond.get("lastTransitionTime")) if cond else None}
 
 
@@ -100,7 +107,7 @@ def plan(nodes, now, settings):
     limit = max_tainted(len(views), settings["max_unhealthy_percent"])
     patches, conditions = [], []
     kept = 0
-    candidates = []
+    candidates, in_maintenance = [], []
     for view in sorted(views, key=lambda item: item["name"]):
         if view["stale"] and view["condition"].get("status") != "Unknown":
             conditions.append({"node": view["name"], "condition": dict(
@@ -110,7 +117,10 @@ def plan(nodes, now, settings):
         if status == "False":
             code = code_of(view["condition"].get("reason") or "Unknown")
             if view["taint"] is None:
-                candidates.append((view, code))
+                if view["in_maintenance"]:
+                    in_maintenance.append(view["name"])
+                else:
+                    candidates.append((view, code))
                 continue
             if view["ours"]:
                 kept += 1
@@ -148,6 +158,7 @@ def plan(nodes, now, settings):
     breaker = {"open": bool(held_back), "gpu_nodes": len(views), "limit": limit,
                "tainted": kept + min(room, len(candidates)), "held_back": held_back,
                "unhealthy": sum(1 for view in views if view["status"] == "False"),
+               "in_maintenance": in_maintenance,
                "unknown": sum(1 for view in views if view["status"] not in ("True", "False"))}
     return {"patches": patches, "conditions": conditions, "breaker": breaker}
 
@@ -166,6 +177,8 @@ def metrics(cluster, breaker, now, errors=0):
         ("onprem_gpu_health_taint_limit", "How many GPU nodes node-health may taint at once.", breaker["limit"]),
         ("onprem_gpu_health_tainted_nodes", "GPU nodes tainted by node-health.", breaker["tainted"]),
         ("onprem_gpu_health_held_back_nodes", "Failing GPU nodes left untainted by the circuit breaker.", len(breaker["held_back"])),
+        ("onprem_gpu_health_maintenance_nodes", "Failing GPU nodes left untainted because an operation holds them (onprem.gpu/maintenance).",
+         len(breaker.get("in_maintenance", ()))),
         ("onprem_gpu_health_unhealthy_nodes", "GPU nodes whose GPUHealthy condition is False.", breaker["unhealthy"]),
         ("onprem_gpu_health_unknown_nodes", "GPU nodes whose GPUHealthy condition is Unknown or stale.", breaker["unknown"]),
         ("onprem_gpu_health_controller_errors", "Node writes of the last round that failed (retried next round).", errors),

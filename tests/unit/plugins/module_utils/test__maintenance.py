@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
+import yaml
 
 from ansible_collections.onprem.gpu.plugins.module_utils._maintenance import conflict, gpu_resources, node_problems, ready_status, wait_message
 
@@ -153,3 +156,30 @@ def test_the_gpu_resources_of_a_node_are_its_nvidia_gpu_and_mig_counts():
     assert gpu_resources({}) == {}
     assert node_problems(upgraded_node(allocatable={"nvidia.com/gpu": "7"}), {"nvidia.com/gpu": 8}, True, "1.36.2") == [
         "nvidia.com/gpu: advertised 7, expected 8"]
+
+
+def healthy_or_not(status, reason="Xid", message="GPU 3: Xid 79 (GPU has fallen off the bus)"):
+    back = upgraded_node()
+    back["status"]["conditions"].append({"type": "GPUHealthy", "status": status, "reason": reason, "message": message})
+    return back
+
+
+def test_a_node_its_health_agent_reports_unhealthy_is_not_back_when_health_is_checked():
+    failing = healthy_or_not("False")
+    phrase = "its GPU health agent reports GPUHealthy False (Xid: GPU 3: Xid 79 (GPU has fallen off the bus))"
+    assert node_problems(failing, {"nvidia.com/gpu": 8}, True, "1.36.2", check_health=True) == [phrase]
+    assert node_problems(failing, {"nvidia.com/gpu": 8}, True, "1.36.2") == []
+    # Unknown is a check that could not run, and a node without the condition runs no agent: neither holds the node.
+    assert node_problems(healthy_or_not("Unknown", "GPUHealthCheckStale"), {}, True, check_health=True) == []
+    assert node_problems(healthy_or_not("True", "GPUsHealthy", ""), {}, True, check_health=True) == []
+    assert node_problems(upgraded_node(), {}, True, check_health=True) == []
+    message = wait_message(failing, {"nvidia.com/gpu": 8}, True, timeout=300, check_health=True)
+    assert message == (f"dc1-gpu1 is not healthy after the operation: {phrase}; the node stays out of service until it is fixed"
+                       " (see journalctl -u onprem-gpu-health-agent on the node and kubectl describe node dc1-gpu1).")
+
+
+def test_the_health_agent_unit_maintenance_starts_is_the_one_node_health_installs():
+    roles = pathlib.Path(__file__).resolve().parents[4] / "roles"
+    maintenance = yaml.safe_load((roles / "maintenance/vars/main.yml").read_text())
+    node_health = yaml.safe_load((roles / "node_health/vars/main.yml").read_text())
+    assert maintenance["__maintenance_health_agent_unit"] == node_health["__node_health_units"]["agent"] + ".service"

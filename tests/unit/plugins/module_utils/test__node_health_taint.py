@@ -42,7 +42,8 @@ def test_a_failing_node_is_tainted_and_owned():
         {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
         {"op": "add", "path": "/spec/taints", "value": [TAINT]},
         {"op": "add", "path": "/metadata/annotations", "value": {"onprem.gpu/unhealthy-owner": "node-health"}}]
-    assert decided["breaker"] == {"open": False, "gpu_nodes": 2, "limit": 1, "tainted": 1, "held_back": [], "unhealthy": 1, "unknown": 0}
+    assert decided["breaker"] == {"open": False, "gpu_nodes": 2, "limit": 1, "tainted": 1, "held_back": [], "unhealthy": 1, "unknown": 0,
+                                 "in_maintenance": []}
 
 
 def test_another_owners_taint_is_kept_and_never_removed():
@@ -107,6 +108,22 @@ def test_taints_already_held_count_against_the_limit():
     ours = {"onprem.gpu/unhealthy-owner": "node-health"}
     decided = plan([node("a", "False", "Xid", taints=[TAINT], annotations=ours), node("b", "False", "Xid")], NOW, SETTINGS)
     assert decided["patches"] == [] and decided["breaker"]["held_back"] == ["b"]
+
+
+def test_a_node_an_operation_holds_gets_no_new_taint_and_one_it_left_failed_does():
+    # roles/maintenance marks the node it takes out of service; a driver upgrade unloads the modules on purpose.
+    upgrading = node("a", "False", "NvidiaSmiFailed")
+    upgrading["metadata"]["labels"] = {"onprem.gpu/maintenance": "upgrade-driver"}
+    failed = node("b", "False", "Xid")
+    failed["metadata"]["labels"] = {"onprem.gpu/maintenance": "failed"}
+    ours = {"onprem.gpu/unhealthy-owner": "node-health"}
+    tainted_before = node("c", "False", "Xid", taints=[TAINT], annotations=ours)
+    tainted_before["metadata"]["labels"] = {"onprem.gpu/maintenance": "upgrade-kubernetes"}
+    decided = plan([upgrading, failed, tainted_before] + [node(f"ok{index}") for index in range(17)], NOW,
+                   dict(SETTINGS, max_unhealthy_percent=50))
+    assert actions(decided) == [("b", "taint", "xid")]
+    assert decided["breaker"]["in_maintenance"] == ["a"] and decided["breaker"]["tainted"] == 2
+    assert 'onprem_gpu_health_maintenance_nodes{cluster="dc1"} 1' in metrics("dc1", decided["breaker"], NOW)
 
 
 def test_nodes_without_the_condition_are_not_gpu_nodes():
