@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.onprem.gpu.plugins.module_utils._maintenance import conflict, gpu_resources, node_problems, ready_status, wait_message
+from ansible_collections.onprem.gpu.plugins.module_utils._maintenance import (
+    conflict, gpu_resources, held_by, node_problems, ready_status, wait_message)
 
 
 def maintenance_conflict(node, operation):
@@ -15,6 +16,14 @@ def maintenance_conflict(node, operation):
     if not isinstance(operation, str) or not operation:
         raise AnsibleFilterError(f"maintenance_conflict expects the operation as a non-empty string, not {operation!r}.")
     return conflict(node, operation) or ""
+
+
+def maintenance_held_by(node, operation):
+    """Whether ``operation`` holds the Node or left it failed: its next run goes through the flow to put the node back."""
+    _check_node("maintenance_held_by", node)
+    if not isinstance(operation, str) or not operation:
+        raise AnsibleFilterError(f"maintenance_held_by expects the operation as a non-empty string, not {operation!r}.")
+    return held_by(node, operation)
 
 
 def maintenance_ready(node):
@@ -63,6 +72,7 @@ class FilterModule:
     def filters(self):
         return {
             "maintenance_conflict": maintenance_conflict,
+            "maintenance_held_by": maintenance_held_by,
             "maintenance_ready": maintenance_ready,
             "maintenance_node_problems": maintenance_node_problems,
             "maintenance_wait_message": maintenance_wait_message,

@@ -58,6 +58,16 @@ def conflict(node, operation):
             f" or remove the mark ({release}) once the node is in order, before {operation} takes it; nothing was changed.")
 
 
+def held_by(node, operation):
+    """Whether ``operation`` holds the node (a run of it under way or interrupted) or left it failed: a run of it then goes
+    through the flow again to check the node and put it back, even where the operation itself has nothing left to do."""
+    metadata = (node or {}).get("metadata") or {}
+    value = (metadata.get("labels") or {}).get(LABEL)
+    if value == FAILED:
+        return ((metadata.get("annotations") or {}).get(OPERATION_ANNOTATION) or "") == operation
+    return bool(value) and value == operation
+
+
 def kubelet_version(node):
     """The version the Node's kubelet reports (``v1.36.2``), an empty string when it reports none."""
     return (((node or {}).get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or ""

@@ -12,6 +12,7 @@ from ansible_collections.onprem.gpu.plugins.filter.maintenance import (
     FilterModule,
     maintenance_conflict,
     maintenance_gpu_resources,
+    maintenance_held_by,
     maintenance_node_problems,
     maintenance_ready,
     maintenance_wait_message,
@@ -22,8 +23,8 @@ NODE = {"metadata": {"name": "dc1-gpu2", "labels": {"onprem.gpu/maintenance": "d
 
 
 def test_the_filters_are_registered_under_their_names():
-    assert sorted(FilterModule().filters()) == ["maintenance_conflict", "maintenance_gpu_resources", "maintenance_node_problems", "maintenance_ready",
-                                                "maintenance_wait_message"]
+    assert sorted(FilterModule().filters()) == ["maintenance_conflict", "maintenance_gpu_resources", "maintenance_held_by",
+                                                "maintenance_node_problems", "maintenance_ready", "maintenance_wait_message"]
 
 
 def test_the_upgrade_checks_answer_as_the_logic_does():
@@ -41,6 +42,7 @@ def test_the_filters_answer_as_the_logic_does():
     assert maintenance_conflict(NODE, "driver-upgrade") == ""
     assert maintenance_conflict(NODE, "mig-reconfigure").startswith("dc1-gpu2 is held by driver-upgrade: a run of it")
     assert maintenance_ready(NODE) == "True"
+    assert maintenance_held_by(NODE, "driver-upgrade") is True and maintenance_held_by(NODE, "mig-reconfigure") is False
     assert maintenance_node_problems(NODE, {"nvidia.com/gpu": 8}, True) == []
     assert maintenance_node_problems(NODE, None, True) == []
     assert maintenance_wait_message(NODE, {"nvidia.com/gpu": 8}, True, timeout=5) == "dc1-gpu2 is back: Ready is True and it advertises what was expected."
@@ -54,6 +56,7 @@ def test_the_filters_answer_as_the_logic_does():
         (lambda: maintenance_node_problems(NODE, [8]), "maintenance_node_problems expects the resources as a mapping"),
         (lambda: maintenance_wait_message(None), "maintenance_wait_message expects a Node object"),
         (lambda: maintenance_ready("dc1-gpu2"), "maintenance_ready expects a Node object"),
+        (lambda: maintenance_held_by(NODE, None), "maintenance_held_by expects the operation as a non-empty string"),
     ],
 )
 def test_wrong_input_is_one_filter_error(call, words):

@@ -11,7 +11,8 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.onprem.gpu.plugins.module_utils._maintenance import conflict, gpu_resources, node_problems, ready_status, wait_message
+from ansible_collections.onprem.gpu.plugins.module_utils._maintenance import (
+    conflict, gpu_resources, held_by, node_problems, ready_status, wait_message)
 
 EXPECTED = {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 56}
 NOT_READY = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "cni plugin not initialized"}
@@ -183,3 +184,12 @@ def test_the_health_agent_unit_maintenance_starts_is_the_one_node_health_install
     maintenance = yaml.safe_load((roles / "maintenance/vars/main.yml").read_text())
     node_health = yaml.safe_load((roles / "node_health/vars/main.yml").read_text())
     assert maintenance["__maintenance_health_agent_unit"] == node_health["__node_health_units"]["agent"] + ".service"
+
+
+def test_the_operation_that_holds_a_node_or_left_it_failed_takes_it_back_through_the_flow():
+    assert held_by(held("mig-reconfigure"), "mig-reconfigure")
+    assert held_by(held("failed", "mig-reconfigure"), "mig-reconfigure")
+    assert not held_by(held("failed", "upgrade-driver"), "mig-reconfigure")
+    assert not held_by(held("failed"), "mig-reconfigure")
+    assert not held_by(held("upgrade-driver"), "mig-reconfigure")
+    assert not held_by(node(), "mig-reconfigure") and not held_by({}, "mig-reconfigure")
