@@ -42,8 +42,8 @@ def test_a_failing_node_is_tainted_and_owned():
         {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
         {"op": "add", "path": "/spec/taints", "value": [TAINT]},
         {"op": "add", "path": "/metadata/annotations", "value": {"onprem.gpu/unhealthy-owner": "node-health"}}]
-    assert decided["breaker"] == {"open": False, "gpu_nodes": 2, "limit": 1, "tainted": 1, "held_back": [], "unhealthy": 1, "unknown": 0,
-                                 "in_maintenance": []}
+    assert decided["breaker"] == {"open": False, "gpu_nodes": 2, "limit": 1, "tainted": 1, "held_back": [], "unhealthy": 1,
+                                  "unknown": 0, "in_maintenance": []}
 
 
 def test_another_owners_taint_is_kept_and_never_removed():
