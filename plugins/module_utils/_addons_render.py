@@ -620,6 +620,28 @@ def continuous_health_rules(alerts):
     ]
 
 
+ETCD_SNAPSHOT_TIME = "onprem_etcd_backup_last_success_timestamp_seconds"
+ETCD_BACKUP_INTERVAL = "onprem_etcd_backup_interval_seconds"
+
+
+def etcd_backup_rules():
+    """Scheduled etcd snapshots (roles/etcd_backup, docs/etcd-backup.md): the newest verified snapshot older than two of the
+    timer's intervals. Both are the control plane's node-exporter textfile metrics, so the rule needs no interval of its own;
+    a node that never made a snapshot exports the time 0 and fires at once."""
+    return [{
+        "alert": "EtcdSnapshotTooOld",
+        "expr": f"time() - max by (cluster, instance) ({ETCD_SNAPSHOT_TIME})\n"
+                f"  > 2 * max by (cluster, instance) ({ETCD_BACKUP_INTERVAL})",
+        "labels": {"severity": "critical"},
+        "annotations": {
+            "summary": "{{ $labels.cluster }}: the newest verified etcd snapshot is {{ $value | humanizeDuration }} old",
+            "description": "The snapshot timer (onprem-etcd-backup.timer on {{ $labels.instance }}) has made no verified snapshot "
+                           "for two intervals: see `journalctl -u onprem-etcd-backup.service` there. Until it does, a restore "
+                           "(playbooks/etcd_restore.yml) loses everything since the newest snapshot.",
+        },
+    }]
+
+
 def prometheus_rule(dc):
     alerts = _setting(dc, "alerts")
     monitoring = _setting(dc, "monitoring")
@@ -710,6 +732,7 @@ def prometheus_rule(dc):
             },
         ]},
         {"name": "onprem-gpu-continuous-health", "rules": continuous_health_rules(alerts)},
+        {"name": "onprem-etcd-backup", "rules": etcd_backup_rules()},
         {"name": "onprem-gpu-queues", "rules": [{
             "alert": "KueuePendingWorkloads",
             "expr": f"sum by (cluster_queue) (kueue_pending_workloads{{status=\"active\", replica_role!=\"follower\"}}) > {alerts['pending_workloads']}",

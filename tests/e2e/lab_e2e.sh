@@ -94,11 +94,14 @@ bash tests/e2e/cluster_addons_e2e.sh
 # After the faults above: the health agents it deploys keep running (every 30 s in the lab) and would judge them.
 bash tests/e2e/node_health_e2e.sh
 # Last, the day-2 operations nothing can be undone after, with the health agents running as on a site. The two clusters
-# share nothing, so dc2's run beside dc1's (most of their time is spent waiting on drains and restarts, one core each):
-# dc2's certificates renewed 340 days ahead (continuity_e2e.sh, certificates); on dc1, dc1-gpu2 removed and replaced under
-# its name (continuity_e2e.sh, removal), the driver upgraded on the GPU workers (upgrade_driver_e2e.sh), then Kubernetes
-# one minor up (upgrade_kubernetes_e2e.sh).
-dc2_day2() { CONTINUITY_E2E_STEPS=certificates bash tests/e2e/continuity_e2e.sh inventories/lab dc2 dc2-gpu1; }
+# share nothing, so dc2's run beside dc1's (most of their time is spent waiting on drains and restarts, one core each).
+# dc2: its certificates renewed 340 days ahead (continuity_e2e.sh, certificates), then its etcd snapshots and a restore
+# after its data was lost (etcd_e2e.sh). dc1: dc1-gpu2 removed and replaced under its name (continuity_e2e.sh, removal),
+# the driver upgraded on the GPU workers (upgrade_driver_e2e.sh), then Kubernetes one minor up (upgrade_kubernetes_e2e.sh).
+dc2_day2() {
+    CONTINUITY_E2E_STEPS=certificates bash tests/e2e/continuity_e2e.sh inventories/lab dc2 dc2-gpu1
+    bash tests/e2e/etcd_e2e.sh inventories/lab dc2
+}
 dc2_day2 >"$logs/dc2-day2.log" 2>&1 &
 dc2_track=$!
 trap 'kill "$dc2_track" 2>/dev/null || true; remove_lab' EXIT

@@ -628,3 +628,39 @@ def test_promtool_fires_the_continuous_health_alerts(built, tmp_path):
     }))
     result = run([promtool, "test", "rules", str(tests)])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# Scheduled etcd snapshots (roles/etcd_backup): the control plane's textfile metrics, interval one hour. dc1's timer stopped
+# making verified snapshots (its newest stays at time 0, as on a node that never made one); dc2's makes one every hour.
+ETCD_SERIES = [
+    series({"__name__": "onprem_etcd_backup_last_success_timestamp_seconds", "cluster": "dc1", "instance": "10.10.1.5:9100"}, "0x200"),
+    series({"__name__": "onprem_etcd_backup_interval_seconds", "cluster": "dc1", "instance": "10.10.1.5:9100"}, "3600x200"),
+    series({"__name__": "onprem_etcd_backup_last_success_timestamp_seconds", "cluster": "dc2", "instance": "10.20.1.5:9100"},
+           "0x59 3600x60 7200x60 10800x20"),
+    series({"__name__": "onprem_etcd_backup_interval_seconds", "cluster": "dc2", "instance": "10.20.1.5:9100"}, "3600x200"),
+]
+
+
+def test_promtool_fires_the_etcd_snapshot_age_alert(built, tmp_path):
+    promtool = tool("promtool")
+    rules = rules_files({key: value for key, value in built.items() if key == ("onprem-dc1", "dc1")}, tmp_path, strip_annotations=True)
+    tests = tmp_path / "etcd-alerts-test.yaml"
+    tests.write_text(yaml.safe_dump({
+        "rule_files": [str(rules[("onprem-dc1", "dc1")])],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": ETCD_SERIES,
+            "alert_rule_test": [
+                # Under two intervals old: nothing fires.
+                {"eval_time": "119m", "alertname": "EtcdSnapshotTooOld", "exp_alerts": []},
+                # dc1's newest snapshot is from time 0: past two hours it fires; dc2's is at most an hour old.
+                {"eval_time": "121m", "alertname": "EtcdSnapshotTooOld",
+                 "exp_alerts": [{"exp_labels": {"severity": "critical", "cluster": "dc1", "instance": "10.10.1.5:9100"}}]},
+                {"eval_time": "190m", "alertname": "EtcdSnapshotTooOld",
+                 "exp_alerts": [{"exp_labels": {"severity": "critical", "cluster": "dc1", "instance": "10.10.1.5:9100"}}]},
+            ],
+        }],
+    }))
+    result = run([promtool, "test", "rules", str(tests)])
+    assert result.returncode == 0, result.stdout + result.stderr

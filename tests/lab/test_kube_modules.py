@@ -21,7 +21,7 @@ from test_kube_doubles import DOUBLE_PACKAGE, PYTHON, import_double, load_mirror
 LAYERS = {"core": 0, "versions": 0, "pki": 1, "client": 1, "store": 2, "patch": 2, "fields": 2, "selectors": 3, "protobuf": 3,
           "resources": 3, "workloads": 3, "api_controllers": 3, "api_access": 3, "rbac": 3, "api_read": 3, "api_write": 3,
           "api_delete": 3, "apiserver": 3, "daemonsets": 4, "pods": 4, "device_plugin": 5, "mig_parted": 5, "mig_manager": 5,
-          "kubelet": 6, "kubeadm_config": 6, "kubeadm_files": 6, "kubeadm": 6, "kubeadm_upgrade": 6, "etcdctl": 6,
+          "kubelet": 6, "kubeadm_config": 6, "kubeadm_files": 6, "kubeadm": 6, "kubeadm_upgrade": 6, "etcdctl": 6, "etcdutl": 6, "etcd_member": 2,
           "static_pods": 6, "kubeadm_certs": 6, "kubeadm_reset": 6, "cli": 7, "__init__": 0, "__main__": 7}
 HANDLER_PARTS = ("api_access", "api_read", "api_write", "api_delete", "api_controllers")
 
@@ -94,7 +94,7 @@ def test_the_zip_application_acts_as_the_program_it_is_called_as(tmp_path):
     assert run_as(tmp_path, "kubectl", "version").stdout == "Client Version: v1.36.2\n"
     assert run_as(tmp_path, "etcdctl", "version").stdout == "etcdctl version: 3.6.4\nAPI version: 3.6\n"
     unknown = run_as(tmp_path, "kube-apiserver")
-    assert (unknown.returncode, unknown.stderr) == (255, "kube double: called as kube-apiserver; install it as kubeadm, kubelet, kubectl or etcdctl\n")
+    assert (unknown.returncode, unknown.stderr) == (255, "kube double: called as kube-apiserver; install it as kubeadm, kubelet, kubectl, etcdctl or etcdutl\n")
     not_modelled = run_as(tmp_path, "kubectl", "--kubeconfig", "/nonexistent", "get", "pods")
     assert (not_modelled.returncode, not_modelled.stderr) == (1, "error: stat /nonexistent: no such file or directory\n")
 
@@ -187,7 +187,7 @@ def test_store_creates_the_system_namespaces_and_drops_expired_tokens(node_root)
     assert set(loaded.data["objects"]["namespaces"]) == set(store.SYSTEM_NAMESPACES)
     assert loaded.version() == str(1 + len(store.SYSTEM_NAMESPACES))
     assert store.valid_tokens(loaded) == {} and loaded.data["objects"]["secrets"] == {}
-    assert json.loads((node_root / "var/lib/kube-double/etcd.json").read_text())["resourceVersion"] == 5
+    assert json.loads((node_root / "var/lib/etcd/member/snap/db").read_text())["resourceVersion"] == 5
 
 
 def test_patch_merges_as_each_patch_type_does():

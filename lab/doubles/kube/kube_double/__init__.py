@@ -11,7 +11,7 @@ that the lab packages install as /usr/bin/kubeadm, /usr/bin/kubelet and /usr/bin
   kubeadm-flags.env, the cluster's initial objects), starts kubelet and marks the control plane.
 - kubelet, on a node with /etc/kubernetes/manifests/kube-apiserver.yaml, "runs the static pod": it serves
   a Kubernetes API over HTTPS (client certificates and bootstrap tokens, the real paths and JSON) at the
-  advertise address and port, keeping the cluster's objects in /var/lib/kube-double/etcd.json: discovery
+  advertise address and port, keeping the cluster's objects in /var/lib/etcd/member/snap/db: discovery
   (legacy and aggregated), built-in kinds and CRD-defined kinds with selectors, the four patch types
   (server-side apply with managedFields), status subresources, the Eviction API with PodDisruptionBudgets,
   Tables for kubectl get. Real kubectl, the kubernetes Python client and kubernetes.core work against it.

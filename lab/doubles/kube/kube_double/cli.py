@@ -7,6 +7,7 @@ import sys
 from kube_double.client import Client
 from kube_double.core import EXIT_LAB_ERROR, Fail, LabError, PROGRAM, now, parse_duration, parse_flags, parse_rfc3339, version
 from kube_double.etcdctl import etcdctl
+from kube_double.etcdutl import etcdutl
 from kube_double.kubeadm import kubeadm
 from kube_double.kubelet import kubelet
 
@@ -82,9 +83,9 @@ def print_nodes(nodes):
 
 def main():
     program = PROGRAM
-    commands = {"kubeadm": kubeadm, "kubelet": kubelet, "kubectl": kubectl, "etcdctl": etcdctl}
+    commands = {"kubeadm": kubeadm, "kubelet": kubelet, "kubectl": kubectl, "etcdctl": etcdctl, "etcdutl": etcdutl}
     if program not in commands:
-        print(f"kube double: called as {program}; install it as kubeadm, kubelet, kubectl or etcdctl", file=sys.stderr)
+        print(f"kube double: called as {program}; install it as kubeadm, kubelet, kubectl, etcdctl or etcdutl", file=sys.stderr)
         return EXIT_LAB_ERROR
     try:
         return commands[program](sys.argv[1:])

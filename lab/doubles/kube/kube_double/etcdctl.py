@@ -1,13 +1,15 @@
-"""etcdctl version and snapshot save, against the double's etcd (the store file on the first control plane), with the lines
-etcdctl v3.6 prints (etcd's etcdctl/ctlv3/command/snapshot_command.go and client/v3/snapshot: zap's JSON log lines on
-stderr, `Snapshot saved at <file>` on stdout). The snapshot is the store's JSON, not a bbolt database."""
+"""etcdctl version, snapshot save, member list and endpoint health, against the double's etcd member (the store on the first
+control plane, served while its static pod's manifest is in place: store.etcd_serving), with the lines etcdctl v3.6 prints
+(etcd's etcdctl/ctlv3/command and client/v3/snapshot: zap's JSON log lines on stderr, `Snapshot saved at <file>` on stdout;
+recorded real outputs in tests/lab/fixtures/etcd-3.5.1). The snapshot is the store's JSON, not a bbolt database."""
 
 import json
 import os
-import sys
+import time
 
-from kube_double.core import EXIT_LAB_ERROR, Fail, now, parse_flags, path, read_file, write_file
-from kube_double.store import STORE
+from kube_double.core import EXIT_LAB_ERROR, Fail, parse_flags, path, read_file, write_file
+from kube_double.etcd_member import cluster_id, human_size, member_id, members_of, table, zap_json
+from kube_double.store import STORE, etcd_serving
 
 
 ETCDCTL_VERSION = "3.6.4"
@@ -17,48 +19,86 @@ ETCD_FLAGS = {"--endpoints", "--cacert", "--cert", "--key", "--command-timeout",
 
 
 def etcdctl(arguments):
-    flags, positional = parse_flags(arguments, ETCD_FLAGS, {"--insecure-skip-tls-verify", "--debug"})
+    flags, positional = parse_flags(arguments, ETCD_FLAGS, {"--insecure-skip-tls-verify", "--debug", "--hex"})
     if positional[:1] == ["version"]:
         print(f"etcdctl version: {ETCDCTL_VERSION}\nAPI version: 3.6")
         return 0
-    if positional[:2] != ["snapshot", "save"]:
-        raise Fail(f"etcdctl (lab double): `etcdctl {' '.join(positional[:2])}` is not modelled: version, snapshot save", EXIT_LAB_ERROR)
-    if len(positional) != 3:
-        raise Fail("Error: snapshot save expects one argument")
-    target = positional[2]
+    command = tuple(positional[:2])
+    if command not in (("snapshot", "save"), ("member", "list"), ("endpoint", "health")):
+        raise Fail(f"etcdctl (lab double): `etcdctl {' '.join(command)}` is not modelled: version, snapshot save, member list, endpoint health",
+                   EXIT_LAB_ERROR)
     for flag in ("--cacert", "--cert", "--key"):
         if flag in flags and not os.path.exists(path(flags[flag])):
             raise Fail(f"Error: open {flags[flag]}: no such file or directory")
     endpoint = flags.get("--endpoints", "127.0.0.1:2379").split(",")[0]
-    log("snapshot/v3_snapshot.go:83", "created temporary db file", path=f"{target}.part")
-    if not os.path.exists(path(STORE)):
-        # No etcd member answers here: a worker, or a control plane that joined (the lab keeps one etcd, on the first).
-        log("v3@v3.6.4/retry_interceptor.go:65", "retrying of unary invoker failed", level="warn", target=f"etcd-endpoints://{endpoint}",
-            error="rpc error: code = DeadlineExceeded desc = context deadline exceeded")
-        raise Fail("Error: context deadline exceeded")
-    log("v3@v3.6.4/maintenance.go:236", "opened snapshot stream; downloading", logger="client")
-    log("snapshot/v3_snapshot.go:96", "fetching snapshot", endpoint=endpoint)
+    write_out = flags.get("-w", flags.get("--write-out", "simple"))
+    if command == ("snapshot", "save"):
+        return snapshot_save(positional, endpoint)
+    if command == ("endpoint", "health"):
+        return endpoint_health(endpoint, write_out)
+    return member_list(endpoint, write_out)
+
+
+def unreachable(endpoint):
+    """No member answers here: a worker, a control plane that joined (the lab keeps one etcd, on the first), or a member stopped
+    or without its data."""
+    zap_json("v3@v3.6.4/retry_interceptor.go:65", "retrying of unary invoker failed", level="warn", logger="etcd-client",
+             target=f"etcd-endpoints://{endpoint}", attempt=0,
+             error="rpc error: code = DeadlineExceeded desc = latest balancer error: last connection error: connection error: desc = "
+                   f"\"transport: Error while dialing: dial tcp {endpoint.split('://')[-1]}: connect: connection refused\"")
+
+
+def snapshot_save(positional, endpoint):
+    if len(positional) != 3:
+        raise Fail("Error: snapshot save expects one argument")
+    target = positional[2]
+    zap_json("snapshot/v3_snapshot.go:83", "created temporary db file", path=f"{target}.part")
+    if not etcd_serving():
+        unreachable(endpoint)
+        raise Fail("Error: context deadline exceeded", 5)
+    zap_json("v3@v3.6.4/maintenance.go:236", "opened snapshot stream; downloading", logger="client")
+    zap_json("snapshot/v3_snapshot.go:96", "fetching snapshot", endpoint=endpoint)
     content = read_file(STORE)
-    log("v3@v3.6.4/maintenance.go:302", "completed snapshot read; closing", logger="client")
-    log("snapshot/v3_snapshot.go:111", "fetched snapshot", endpoint=endpoint, size=human_size(len(content)), took="now")
+    zap_json("v3@v3.6.4/maintenance.go:302", "completed snapshot read; closing", logger="client")
+    zap_json("snapshot/v3_snapshot.go:111", "fetched snapshot", endpoint=endpoint, size=human_size(len(content)), took="now")
     write_file(target, content, 0o600)
-    log("snapshot/v3_snapshot.go:120", "saved", path=target)
+    zap_json("snapshot/v3_snapshot.go:120", "saved", path=target)
     print(f"Snapshot saved at {target}")
     return 0
 
 
-def log(caller, message, level="info", logger=None, **fields):
-    entry = {"level": level, "ts": now().strftime("%Y-%m-%dT%H:%M:%S.000000Z")}
-    if logger:
-        entry["logger"] = logger
-    entry.update(caller=caller, msg=message, **fields)
-    print(json.dumps(entry, separators=(",", ":")), file=sys.stderr)
+def endpoint_health(endpoint, write_out):
+    started = time.monotonic()
+    healthy = etcd_serving()
+    took = f"{(time.monotonic() - started) * 1000 + 2:.6f}ms"
+    if write_out == "json":
+        print(json.dumps([{"endpoint": endpoint, "health": healthy, "took": took}
+                          | ({} if healthy else {"error": "failed to commit proposal: context deadline exceeded"})], separators=(",", ":")))
+    elif healthy:
+        print(f"{endpoint} is healthy: successfully committed proposal: took = {took}")
+    else:
+        unreachable(endpoint)
+        print(f"{endpoint} is unhealthy: failed to commit proposal: context deadline exceeded")
+    if not healthy:
+        raise Fail("Error: unhealthy cluster")
+    return 0
 
 
-def human_size(size):
-    """go-humanize's Bytes, as etcdctl prints the snapshot's size: '3.2 MB', '930 kB', '512 B'."""
-    for unit, scale in (("GB", 10 ** 9), ("MB", 10 ** 6), ("kB", 10 ** 3)):
-        if size >= scale:
-            value = size / scale
-            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
-    return f"{size} B"
+def member_list(endpoint, write_out):
+    if not etcd_serving():
+        unreachable(endpoint)
+        raise Fail("Error: context deadline exceeded")
+    members = members_of(json.loads(read_file(STORE)))
+    if write_out == "json":
+        ids = [member_id(member) for member in members]
+        print(json.dumps({"header": {"cluster_id": cluster_id(members), "member_id": ids[0], "raft_term": 2},
+                          "members": [{"ID": ident, "name": member["name"], "peerURLs": member["peerURLs"], "clientURLs": member["clientURLs"]}
+                                      for ident, member in zip(ids, members)]}, separators=(",", ":")))
+        return 0
+    rows = [[f"{member_id(member):x}", "started", member["name"], ",".join(member["peerURLs"]), ",".join(member["clientURLs"]), "false"]
+            for member in members]
+    if write_out == "table":
+        print(table(["ID", "STATUS", "NAME", "PEER ADDRS", "CLIENT ADDRS", "IS LEARNER"], rows))
+    else:
+        print("\n".join(", ".join(row) for row in rows))
+    return 0

@@ -10,7 +10,7 @@ import sys
 from kube_double.client import Client
 from kube_double.core import Fail, parse_flags, path, read_file
 from kube_double.kubeadm_certs import klog_warning
-from kube_double.store import STORE
+from kube_double.store import ETCD_DATA_DIR
 
 
 # cleanup-node: the directories whose contents go, and the files (kubeadm's resetConfigDir and the kubeconfigs it wrote).
@@ -39,11 +39,12 @@ def reset(arguments):
             raise Fail("error execution phase preflight: won't proceed; the user didn't answer (Y|y) in order to continue")
     print("[preflight] Running pre-flight checks")
     if os.path.exists(path("/etc/kubernetes/manifests/etcd.yaml")):
-        # remove-etcd-member: the lab's cluster keeps one etcd (the double's etcd.json) on its first control plane, the only
+        # remove-etcd-member: the lab's cluster keeps one etcd (the double's store) on its first control plane, the only
         # member (README, "Not modelled"): kubeadm skips the removal of the last member, and its data goes with the node.
-        if os.path.exists(path(STORE)):
-            os.remove(path(STORE))
-        print("[reset] Deleted contents of the etcd data directory: /var/lib/etcd")
+        if os.path.isdir(path(ETCD_DATA_DIR)):
+            for entry in os.listdir(path(ETCD_DATA_DIR)):
+                shutil.rmtree(os.path.join(path(ETCD_DATA_DIR), entry), ignore_errors=True)
+        print(f"[reset] Deleted contents of the etcd data directory: {ETCD_DATA_DIR}")
     print("[reset] Stopping the kubelet service")
     stop_kubelet()
     print('[reset] Unmounting mounted directories in "/var/lib/kubelet"')

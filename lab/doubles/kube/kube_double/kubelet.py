@@ -19,7 +19,7 @@ from kube_double.device_plugin import sync_device_plugin
 from kube_double.mig_manager import sync_mig_manager
 from kube_double.pods import sync_pod_statuses
 from kube_double.static_pods import StaticApiServer
-from kube_double.store import STORE
+from kube_double.store import ETCD_DATA_DIR, etcd_serving
 from kube_double.versions import running_version
 
 
@@ -68,9 +68,14 @@ def kubelet(arguments):
         return 1
     manifest_file = os.path.join(config.get("staticPodPath", "/etc/kubernetes/manifests"), "kube-apiserver.yaml")
     api_server = None  # the first control plane's: followed at every heartbeat (static_pods)
-    if os.path.exists(path(manifest_file)) and os.path.exists(path(STORE)):
+    if os.path.exists(path(manifest_file)) and etcd_serving():
         api_server = StaticApiServer(manifest_file, serve_api(yaml.safe_load(read_file(manifest_file))))
         print("kubelet: started the static pod kube-apiserver", file=sys.stderr)
+    elif os.path.exists(path(manifest_file)) and os.path.isdir(path(ETCD_DATA_DIR)):
+        # The first control plane whose etcd does not serve (its data lost, or its manifest moved out for a restore): the API
+        # server starts at the heartbeat after etcd comes back.
+        api_server = StaticApiServer(manifest_file)
+        print("kubelet: not running the static pod kube-apiserver: etcd does not serve on this node", file=sys.stderr)
     elif os.path.exists(path(manifest_file)):
         # A control plane that joined: the lab's cluster has one API server and one etcd, on the first control plane.
         print("kubelet: not running the static pod kube-apiserver: the cluster's API is served by its first control plane (lab double)", file=sys.stderr)

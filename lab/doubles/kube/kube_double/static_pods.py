@@ -1,15 +1,16 @@
 """kubelet's static pod of the API server followed at every heartbeat: stopped when its manifest leaves the manifest directory,
 started again (with the certificates on disk then) when it comes back or changes, as kubelet's file source does every
-fileCheckFrequency (the "Certificate Management with kubeadm" way to restart a control-plane component after a renewal)."""
+fileCheckFrequency (the "Certificate Management with kubeadm" way to restart a control-plane component after a renewal). It
+starts only while the node's etcd serves (store.etcd_serving): the etcd disaster-recovery procedure moves the manifests out,
+restores the data directory and moves them back."""
 
-import os
 import sys
 
 import yaml
 
 from kube_double.apiserver import serve_api
-from kube_double.core import path, read_file
-from kube_double.store import STORE
+from kube_double.core import read_file
+from kube_double.store import etcd_serving
 
 
 class StaticApiServer:
@@ -32,7 +33,7 @@ class StaticApiServer:
             self.server.server_close()
             self.server = None
             print("kubelet: stopped the static pod kube-apiserver", file=sys.stderr)
-        if self.server is None and manifest is not None and os.path.exists(path(STORE)):
+        if self.server is None and manifest is not None and etcd_serving():
             self.server = serve_api(yaml.safe_load(manifest))
             self.manifest = manifest
             print("kubelet: started the static pod kube-apiserver", file=sys.stderr)

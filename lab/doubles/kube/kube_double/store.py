@@ -2,13 +2,24 @@
 that have not expired."""
 
 import json
+import os
 import threading
 import uuid
 
 from kube_double.core import now, parse_rfc3339, path, rfc3339, unb64, write_file
 
 
-STORE = "/var/lib/kube-double/etcd.json"
+# The etcd data directory of kubeadm's local etcd (the etcd manifest's --data-dir), and the file in it where a real member
+# keeps its bbolt database: the double keeps the store's JSON there, so that losing /var/lib/etcd loses the cluster.
+ETCD_DATA_DIR = "/var/lib/etcd"
+STORE = ETCD_DATA_DIR + "/member/snap/db"
+ETCD_MANIFEST = "/etc/kubernetes/manifests/etcd.yaml"
+
+
+def etcd_serving():
+    """Whether this node's etcd member answers: kubelet runs its static pod (the manifest is in place) on a data directory that
+    holds a database. Without the manifest the member is stopped; without the data it does not come up (the lab's fault)."""
+    return os.path.exists(path(ETCD_MANIFEST)) and os.path.exists(path(STORE))
 
 
 # The namespaces kube-apiserver creates when it starts (its system namespaces controller).
