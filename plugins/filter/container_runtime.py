@@ -10,9 +10,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.onprem.gpu.plugins.module_utils._container_runtime import (
     cdi_problems,
-    containerd_plan,
-    offer_problems,
-    package_changes,
+    offers_plan,
     preflight_problems,
     verify_problems,
 )
@@ -32,11 +30,8 @@ def container_runtime_preflight(state, settings):
 
 def container_runtime_offers(state, settings):
     """What the package sources offer, judged: problems, the containerd that will run, what to install and hold."""
-    state = _mapping(state, "container_runtime_facts' container_runtime", "container_runtime_offers")
-    settings = _mapping(settings, "the role's settings", "container_runtime_offers")
-    packages = state.get("packages", {})
-    return dict(problems=offer_problems(packages, settings), containerd=containerd_plan(packages, settings),
-                **package_changes(packages, state.get("holds", []), settings))
+    return offers_plan(_mapping(state, "container_runtime_facts' container_runtime", "container_runtime_offers"),
+                       _mapping(settings, "the role's settings", "container_runtime_offers"))
 
 
 def container_runtime_cdi(state, host):

@@ -289,6 +289,25 @@ def package_changes(packages, holds, settings):
     return {"install": install, "hold": hold}
 
 
+def offers_plan(state, settings):
+    """What the package sources offer, judged: ``problems``, the ``containerd`` that will run, what to ``install`` and ``hold``."""
+    packages = state.get("packages", {})
+    return dict(problems=offer_problems(packages, settings), containerd=containerd_plan(packages, settings),
+                **package_changes(packages, state.get("holds", []), settings))
+
+
+def judgement(check, state, settings):
+    """``(problems, plan)`` of the role's ``check`` (``preflight`` or ``offers``) on what container_runtime_facts read.
+
+    ``plan`` is offers_plan's for ``offers``, else None: the module judges in the same task that reads, so that a no-op run
+    pays for one task where it paid for a read and an assert.
+    """
+    if check == "preflight":
+        return preflight_problems(state, settings), None
+    plan = offers_plan(state, settings)
+    return plan["problems"], plan
+
+
 def _pin(manager, version):
     return f"={version}-*" if manager == "apt" else f"-{version}"
 

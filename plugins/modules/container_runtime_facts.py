@@ -78,6 +78,21 @@ options:
     description: Read the CDI devices (C(nvidia-ctk cdi list)) and the driver version this specification was generated for. Empty reads no CDI.
     type: path
     default: ""
+  check:
+    description:
+      - Judge what was read as the container_runtime role does, in this same task, and fail with one sentence per problem
+        (joined by C(; )) before any change. V(preflight) judges the platform, containerd's source and the signing keys of
+        O(repositories); V(offers) judges what the package sources offer for O(packages) and returns RV(plan). Needs O(settings).
+      - Empty judges nothing; the C(onprem.gpu.container_runtime_*) filters judge the same way on the controller.
+    type: str
+    choices: ["", preflight, offers]
+    default: ""
+  settings:
+    description:
+      - The role's settings that O(check) judges against (C(host), C(platform_supported), C(distribution), C(containerd_package),
+        C(containerd_version), C(manager), C(nvidia), C(toolkit_version), C(toolkit_packages) and the repositories' URLs), as
+        the role's C(__container_runtime_settings).
+    type: dict
 notes:
   - Commands run with C(LC_ALL=C).
 seealso:
@@ -134,6 +149,17 @@ container_runtime:
       description: C(devices) (the names C(nvidia-ctk cdi list) prints, empty without nvidia-ctk), C(spec_file), C(spec_driver_version).
       returned: when O(cdi_spec_file) is set
       type: dict
+plan:
+  description:
+    - With O(check=offers), what the package sources offer, judged as the C(onprem.gpu.container_runtime_offers) filter does;
+      C(problems), C(containerd) (the containerd that will run), C(install) (the package specs) and C(hold).
+  returned: when O(check=offers)
+  type: dict
+problems:
+  description: The problems O(check) found; the module failed on them.
+  returned: failed, when O(check) found problems
+  type: list
+  elements: str
 """
 
 import os
@@ -142,6 +168,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.onprem.gpu.plugins.module_utils._commands import find_command
 from ansible_collections.onprem.gpu.plugins.module_utils._container_runtime import (
+    judgement,
     parse_apt_policy,
     parse_dnf_list,
     parse_holds,
@@ -246,7 +273,10 @@ def main():
             socket=dict(type="path", default="/run/containerd/containerd.sock"),
             nvidia_smi=dict(type="str", default=""),
             cdi_spec_file=dict(type="path", default=""),
+            check=dict(type="str", choices=["", "preflight", "offers"], default=""),
+            settings=dict(type="dict"),
         ),
+        required_if=[("check", "preflight", ["settings"]), ("check", "offers", ["settings"])],
         supports_check_mode=True,
     )
     result = {}
@@ -260,6 +290,12 @@ def main():
         result["gpus"] = read_gpus(module)
     if module.params["cdi_spec_file"]:
         result["cdi"] = read_cdi(module)
+    if module.params["check"]:
+        problems, plan = judgement(module.params["check"], result, module.params["settings"])
+        extra = {} if plan is None else {"plan": plan}
+        if problems:
+            module.fail_json(msg="; ".join(problems) + ".", problems=problems, container_runtime=result, **extra)
+        module.exit_json(changed=False, container_runtime=result, **extra)
     module.exit_json(changed=False, container_runtime=result)
 
 

@@ -129,3 +129,39 @@ def test_keys_are_fetched_with_their_status(capsys):
     keys = result["container_runtime"]["keys"]
     assert [(key["name"], key["url"], key["status"]) for key in keys] == [("a", "https://m/a.asc", 200), ("b", "https://down/b.asc", -1)]
     assert keys[0]["content"].startswith("-----BEGIN PGP") and keys[1]["msg"] == "Request failed: <urlopen error refused>"
+
+
+SETTINGS = dict(
+    host="gpu1", platform_supported=True, distribution="Debian 12.8", distribution_major="Debian 12", containerd_repo_required=False,
+    containerd_repo_url="", containerd_package="containerd", containerd_version="", manager="apt", nvidia=False, toolkit_version="1.18.0",
+    toolkit_packages=[], nvidia_repo_url="", nvidia_runtime_binary="/usr/bin/nvidia-container-runtime", socket="/run/containerd/containerd.sock",
+)
+POLICY = """containerd:
+  Installed: 1.6.20~ds1-1+b1
+  Candidate: 1.6.20~ds1-1+b1
+  Version table:
+ *** 1.6.20~ds1-1+b1 500
+        500 http://deb.debian.org/debian bookworm/main amd64 Packages
+        100 /var/lib/dpkg/status
+"""
+
+
+def test_offers_are_judged_in_the_task_that_reads_them_and_return_the_plan(capsys):
+    answers = {("apt-cache", "policy"): (0, POLICY, ""), ("apt-mark", "showhold"): (0, "", "")}
+    result = run_module({"packages": ["containerd"], "check": "offers", "settings": SETTINGS}, answers, capsys)[0]
+    assert not result.get("failed") and result["plan"]["problems"] == [] and result["plan"]["install"] == ["containerd"]
+    assert result["plan"]["containerd"]["version"] == "1.6.20"
+
+
+def test_a_failed_check_fails_the_task_with_the_role_sentence(capsys):
+    answers = {("apt-cache", "policy"): (0, POLICY, ""), ("apt-mark", "showhold"): (0, "", "")}
+    result = run_module({"packages": ["containerd"], "check": "offers", "settings": dict(SETTINGS, containerd_version="2.1")}, answers, capsys)[0]
+    assert result["failed"] and result["msg"].startswith("The package sources of gpu1 offer containerd 1.6.20~ds1-1+b1 where containerd 2.1")
+    assert result["msg"].endswith(".") and result["msg"] == "; ".join(result["problems"]) + "."
+    result = run_module({"check": "preflight", "settings": dict(SETTINGS, platform_supported=False)}, {}, capsys)[0]
+    assert result["failed"] and "gpu1" in result["msg"] and result["container_runtime"] == {}
+
+
+def test_a_check_without_settings_is_refused(capsys):
+    result, calls = run_module({"check": "preflight"}, {}, capsys)
+    assert result["failed"] and "settings" in result["msg"] and calls == []
