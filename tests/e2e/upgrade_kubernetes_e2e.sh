@@ -12,7 +12,13 @@
 #   5. a third run changes nothing and drains nothing.
 # Throughout, the workload's Ready pods are sampled every second (the budget is never violated) and each node's
 # cordon-to-uncordon time is recorded. The settings below default to the lab's dc1; set them to run it on another
-# cluster of lab containers (one control plane and two or more workers built with the lab's roles).
+# cluster of lab containers (one control plane and two or more workers built with the lab's roles), such as the one of
+# tests/e2e/upgrade_kubernetes/ (see its inventory.yml and platforms.yml):
+#   UPGRADE_E2E_DISK_GPU1=$(losetup --find --show A.img) UPGRADE_E2E_DISK_GPU2=$(losetup --find --show B.img) \
+#   ansible-playbook -i localhost, lab/molecule/create.yml -e @tests/e2e/upgrade_kubernetes/platforms.yml
+#   (then tests/e2e/continuity/prepare.yml and playbooks/site.yml on tests/e2e/upgrade_kubernetes/inventory.yml)
+#   UPGRADE_E2E_INVENTORY=tests/e2e/upgrade_kubernetes/inventory.yml UPGRADE_E2E_LIMIT=upg UPGRADE_E2E_CONTAINER_PREFIX=onprem-gpu-upg- \
+#   UPGRADE_E2E_KUBECONFIG=.build/upgrade_kubernetes/artifacts/upg/admin.conf bash tests/e2e/upgrade_kubernetes_e2e.sh
 # Needs the lab up with site.yml run (lab_e2e.sh) and the real kubectl in .build/bin (make k8s-clients).
 set -euo pipefail
 
