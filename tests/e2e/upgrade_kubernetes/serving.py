@@ -1,7 +1,7 @@
 """The serving workload of tests/e2e/upgrade_kubernetes_e2e.sh, and what watches it during the upgrade.
 
 The lab's API runs no controller-manager and no scheduler (lab/doubles/kube/README.md): this script plays the ReplicaSet
-controller and the scheduler for the workload's ReplicaSet (a pod evicted by a drain is replaced on a schedulable worker,
+controller and the scheduler for the workload's ReplicaSet (a pod evicted by a drain is replaced on a schedulable Ready worker,
 the one with the fewest of its pods), and samples every second how many of its pods are Ready (the PodDisruptionBudget's
 minAvailable must hold at every sample) and when each node is cordoned and uncordoned. Real kubectl, through argv.
 
@@ -30,6 +30,13 @@ def workers(nodes):
     return [node for node in nodes if "node-role.kubernetes.io/control-plane" not in node["metadata"].get("labels", {})]
 
 
+def node_ready(node):
+    # As the scheduler's stand-in: a node whose kubelet does not post Ready True gets no pod (the lab's e2e leaves Nodes of
+    # removed containers behind, Unknown, as a site has nodes down).
+    conditions = node.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
 def ready(pod):
     conditions = pod.get("status", {}).get("conditions", [])
     return not pod["metadata"].get("deletionTimestamp") and any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
@@ -53,7 +60,8 @@ def reconcile(command, namespace, name, state):
     pods = [pod for pod in read(command, "get", "pods", "-n", namespace, "-l", selector)["items"] if not pod["metadata"].get("deletionTimestamp")]
     nodes = read(command, "get", "nodes")["items"]
     for missing in range(replicaset["spec"]["replicas"] - len(pods)):
-        schedulable = [node["metadata"]["name"] for node in workers(nodes) if not node.get("spec", {}).get("unschedulable")]
+        schedulable = [node["metadata"]["name"] for node in workers(nodes)
+                       if not node.get("spec", {}).get("unschedulable") and node_ready(node)]
         if not schedulable:
             break
         counts = {node: sum(1 for pod in pods if pod["spec"].get("nodeName") == node) for node in schedulable}
