@@ -16,12 +16,12 @@ A failure after step 3 moves the manifests back before it is reported, so that k
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import ssl
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 
 from ansible_collections.onprem.gpu.plugins.module_utils._etcd_backup import BackupError, etcd_client_argv, parse_status, verified_snapshots
 
@@ -85,12 +85,19 @@ def choose_snapshot(snapshot, backup_dir):
 
 def api_ready(url, cafile, timeout=5):
     """Whether kube-apiserver answers ``ok`` on ``url`` (its /readyz), verified with the cluster CA."""
+    parts = urllib.parse.urlsplit(url)
+    connection = None
     try:
         context = ssl.create_default_context(cafile=cafile) if cafile and os.path.exists(cafile) else ssl.create_default_context()
-        with urllib.request.urlopen(url, timeout=timeout, context=context) as response:  # nosec: the control plane's own URL
-            return response.status == 200 and response.read().strip() == b"ok"
-    except (OSError, ssl.SSLError, urllib.error.URLError, ValueError):
+        connection = http.client.HTTPSConnection(parts.hostname, parts.port or 443, context=context, timeout=timeout)
+        connection.request("GET", parts.path or "/")
+        response = connection.getresponse()
+        return response.status == 200 and response.read().strip() == b"ok"
+    except (OSError, ssl.SSLError, http.client.HTTPException, ValueError):
         return False
+    finally:
+        if connection is not None:
+            connection.close()
 
 
 def etcd_healthy(config, run):
