@@ -79,6 +79,15 @@ def main():
     command, (namespace, name) = rest[:split], rest[split + 1:]
     state = {"created": 0}
     if mode == "start":
+        # The workers turn Ready once their kubelets see the CNI configuration just written: the replicas are placed when
+        # there are as many Ready workers as replicas, one on each (two replicas on two nodes).
+        wanted = read(command, "get", "replicaset", "-n", namespace, name)["spec"]["replicas"]
+        deadline = time.time() + 120
+        while sum(1 for node in workers(read(command, "get", "nodes")["items"]) if node_ready(node)) < wanted:
+            if time.time() > deadline:
+                print(f"fewer than {wanted} Ready workers after 120 s", file=sys.stderr)
+                return 1
+            time.sleep(1)
         reconcile(command, namespace, name, state)
         return 0
     record = {"samples": 0, "min_ready": None, "errors": 0, "cordoned": {}, "uncordoned": {}, "cordon_seconds": {}}
