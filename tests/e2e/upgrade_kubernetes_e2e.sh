@@ -91,6 +91,12 @@ said check "(worker): kubelet $from -> $to: drain, kubeadm package, kubeadm upgr
 [[ "$(cluster_version)" == "v$from" && "$(kubelet_version "$first_worker")" == "v$from" && "$(cordoned "$first_worker")" == False ]] \
     || fail "check mode changed the cluster"
 
+# The workers in the order the plan takes them (the play's host order, which need not be --list-hosts' order): the fault
+# goes on the last, so that the first is upgraded before the run stops.
+mapfile -t planned < <(tr -s '[:space:]' ' ' <"$out/check.log" | grep -oE '[0-9]+\. [^ ]+ \(worker\)' | awk '!seen[$2]++ {print $2}')
+(( ${#planned[@]} == ${#workers[@]} )) || fail "the plan does not list the workers ${workers[*]} (see $out/check.log)"
+first_worker="${planned[0]}" faulty="${planned[-1]}"
+
 # 3. The rolling upgrade, the last worker's kubeadm upgrade node failing midway.
 on_node "$faulty" sh -c 'mkdir -p /etc/kube-double/faults && : >/etc/kube-double/faults/kubeadm-upgrade-node'
 run_step "upgrade_kubernetes.yml to $to, $faulty's kubeadm upgrade node failing" fault fail "${upgrade[@]}" -e "kube_version=$to"
