@@ -7,7 +7,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.onprem.gpu.plugins.module_utils._kube_upgrade import (
-    KubeUpgradeInputError, needs_drain, plan_lines, unready_daemonsets, upgrade_plan, version_problems)
+    KubeUpgradeInputError, down_nodes, needs_drain, plan_lines, unready_daemonsets, upgrade_plan, version_problems)
 
 
 def kube_upgrade_problems(nodes, target, cluster_version, first_control_plane_in_play=True):
@@ -37,11 +37,35 @@ def kube_upgrade_plan_lines(plan, cluster_version, target):
     return plan_lines(plan, cluster_version, target)
 
 
-def kube_upgrade_unready(daemonsets):
-    """namespace/name (ready N of M) of each DaemonSet not ready on every node that should run it."""
-    if not isinstance(daemonsets, list) or not all(isinstance(daemonset, dict) for daemonset in daemonsets):
+def _objects(value, what, name):
+    if value is not None and (not isinstance(value, list) or not all(isinstance(item, dict) for item in value)):
+        raise AnsibleFilterError(f"{name} expects {what} as a list, as kubernetes.core.k8s_info returns them.")
+
+
+def _names(value, name):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+        raise AnsibleFilterError(f"{name} expects the run's node names as a list of strings.")
+
+
+def kube_upgrade_unready(daemonsets, nodes=None, run_nodes=None, pods=None):
+    """namespace/name (ready N of M) of each DaemonSet not ready on every node that should run it, less the nodes outside the
+    run that are down; with the cluster's pods, namespace/name on NODE (pod not ready) for a DaemonSet pod on a node of the run."""
+    if daemonsets is None:
         raise AnsibleFilterError("kube_upgrade_unready expects DaemonSet objects as a list, as kubernetes.core.k8s_info returns them.")
-    return unready_daemonsets(daemonsets)
+    _objects(daemonsets, "DaemonSet objects", "kube_upgrade_unready")
+    _objects(nodes, "the cluster's Node objects", "kube_upgrade_unready")
+    _objects(pods, "the cluster's Pod objects", "kube_upgrade_unready")
+    _names(run_nodes or [], "kube_upgrade_unready")
+    return unready_daemonsets(daemonsets, nodes, run_nodes or [], pods)
+
+
+def kube_upgrade_down_nodes(nodes, run_nodes=None):
+    """The nodes outside the run whose Ready condition is not True, in name order."""
+    if nodes is None:
+        raise AnsibleFilterError("kube_upgrade_down_nodes expects the cluster's Node objects as a list, as kubernetes.core.k8s_info returns them.")
+    _objects(nodes, "the cluster's Node objects", "kube_upgrade_down_nodes")
+    _names(run_nodes or [], "kube_upgrade_down_nodes")
+    return down_nodes(nodes, run_nodes or [])
 
 
 class FilterModule:
@@ -53,4 +77,5 @@ class FilterModule:
             "kube_upgrade_plan": kube_upgrade_plan,
             "kube_upgrade_plan_lines": kube_upgrade_plan_lines,
             "kube_upgrade_unready": kube_upgrade_unready,
+            "kube_upgrade_down_nodes": kube_upgrade_down_nodes,
         }

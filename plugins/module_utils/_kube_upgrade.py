@@ -125,15 +125,60 @@ def upgrade_plan(target, cluster_version, hosts):
     return plan
 
 
-def unready_daemonsets(daemonsets):
-    """``namespace/name (ready N of M)`` of each DaemonSet whose pods are not all ready on the nodes that should run them."""
-    unready = []
+def _name(obj):
+    return ((obj or {}).get("metadata") or {}).get("name")
+
+
+def _condition_true(obj, kind):
+    return any(condition.get("type") == kind and condition.get("status") == "True"
+               for condition in (obj.get("status") or {}).get("conditions") or [])
+
+
+def down_nodes(nodes, run_nodes=()):
+    """The nodes outside the run whose Ready condition is not True (a machine that is off or waiting for repair, a kubelet
+    that stopped): they run no ready DaemonSet pod, before the upgrade as after it, in name order."""
+    run = set(run_nodes or ())
+    return sorted(_name(node) for node in nodes or [] if _name(node) not in run and not _condition_true(node, "Ready"))
+
+
+def _daemonset_key(obj):
+    metadata = obj.get("metadata") or {}
+    return f"{metadata.get('namespace')}/{metadata.get('name')}"
+
+
+def _daemon_pods(pods):
+    """{(namespace/name of the controlling DaemonSet, node name): [pods]}."""
+    found = {}
+    for pod in pods or []:
+        metadata = pod.get("metadata") or {}
+        owner = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
+        if owner and owner.get("kind") == "DaemonSet":
+            key = (f"{metadata.get('namespace')}/{owner.get('name')}", (pod.get("spec") or {}).get("nodeName"))
+            found.setdefault(key, []).append(pod)
+    return found
+
+
+def unready_daemonsets(daemonsets, nodes=None, run_nodes=(), pods=None):
+    """``namespace/name (ready N of M)`` of each DaemonSet whose pods are not all ready on the nodes that should run them.
+
+    A node outside the run that is not Ready (``nodes``, the cluster's Node objects) runs no ready pod and is not the
+    upgrade's doing: each DaemonSet's shortfall is counted less those nodes that have no ready pod of it (so one dead node
+    does not hold an upgrade back forever). ``pods`` (the cluster's pods), when given, name each DaemonSet pod on a node of
+    the run that is not Ready, ``namespace/name on NODE (pod not ready)``, whatever the shortfall says."""
+    daemon_pods = _daemon_pods(pods)
+    down = down_nodes(nodes, run_nodes) if nodes is not None else []
+    run = set(run_nodes or ())
+    unready = set()
     for daemonset in daemonsets or []:
+        key = _daemonset_key(daemonset)
         status = daemonset.get("status") or {}
         wanted, ready = int(status.get("desiredNumberScheduled") or 0), int(status.get("numberReady") or 0)
-        if ready < wanted:
-            metadata = daemonset.get("metadata") or {}
-            unready.append(f"{metadata.get('namespace')}/{metadata.get('name')} (ready {ready} of {wanted})")
+        excused = sum(1 for node in down if not any(_condition_true(pod, "Ready") for pod in daemon_pods.get((key, node), [])))
+        if ready + excused < wanted:
+            unready.add(f"{key} (ready {ready} of {wanted})")
+    for (key, node), node_pods in daemon_pods.items():
+        if node in run and not any(_condition_true(pod, "Ready") for pod in node_pods):
+            unready.add(f"{key} on {node} (pod not ready)")
     return sorted(unready)
 
 

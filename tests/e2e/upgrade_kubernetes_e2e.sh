@@ -10,6 +10,9 @@
 #      naming the last worker, which stays cordoned and labelled failed with the reason;
 #   4. the fault cleared, a re-run finishes: the control plane is not applied again, the upgraded worker not drained again;
 #   5. a third run changes nothing and drains nothing.
+# A node agent runs on every node (a DaemonSet, 5-daemonset.yaml), and a machine that is down stays in the cluster
+# (6-node-down.yaml): each run's last check wants the agent ready on the upgraded nodes, leaves the down node out, and
+# names it.
 # Throughout, the workload's Ready pods are sampled every second (the budget is never violated) and each node's
 # cordon-to-uncordon time is recorded. The settings below default to the lab's dc1; set them to run it on another
 # cluster of lab containers (one control plane and two or more workers built with the lab's roles), such as the one of
@@ -73,9 +76,14 @@ until [[ "$("${kubectl[@]}" get pdb -n upgrade-e2e web -o jsonpath='{.status.cur
     (( $(date +%s) < deadline )) || fail "the workload's two pods or the nodes did not become Ready"
     sleep 1
 done
+# A node agent on every node, and a machine that is down (its Node left in the cluster, no kubelet): the last check of
+# each run wants the agent ready on the upgraded nodes and must not wait for the down one.
+"${kubectl[@]}" apply -f tests/e2e/upgrade_kubernetes/5-daemonset.yaml >>"$out/setup.log"
+sed "s/kubeletVersion: v1.35.4/kubeletVersion: v$from/" tests/e2e/upgrade_kubernetes/6-node-down.yaml | "${kubectl[@]}" apply -f - >>"$out/setup.log"
+trap '"${kubectl[@]}" delete node upgrade-e2e-down --ignore-not-found >/dev/null 2>&1 || true' EXIT
 python3 tests/e2e/upgrade_kubernetes/serving.py watch "$out/serving.json" "${kubectl[@]}" -- upgrade-e2e web-7d9c5 2>>"$out/setup.log" &
 watcher=$!
-trap 'kill "$watcher" 2>/dev/null || true' EXIT
+trap 'kill "$watcher" 2>/dev/null || true; "${kubectl[@]}" delete node upgrade-e2e-down --ignore-not-found >/dev/null 2>&1 || true' EXIT
 
 # 1. Two minors ahead: one sentence, nothing changed.
 run_step "upgrade_kubernetes.yml to $too_far (two minors ahead: refused)" too_far fail "${upgrade[@]}" -e "kube_version=$too_far"
@@ -115,6 +123,8 @@ on_node "$faulty" rm /etc/kube-double/faults/kubeadm-upgrade-node
 run_step "upgrade_kubernetes.yml to $to again (continues at $faulty)" resume pass "${upgrade[@]}" -e "kube_version=$to"
 grep -A3 'TASK \[onprem.gpu.kube_upgrade : Upgrade the control plane (kubeadm upgrade apply)\]' "$out/resume.log" | grep -q 'changed:' \
     && fail "the re-run applied the control plane again"
+tr -s '[:space:]' ' ' <"$out/resume.log" | grep -qE 'not counted against the DaemonSets: ([a-z0-9.-]+, )*upgrade-e2e-down[,.]' \
+    || fail "the last check does not name the node that is down (see $out/resume.log)"
 [[ "$(grep -c 'TASK \[onprem.gpu.maintenance : Drain the node\]' "$out/resume.log")" == 1 ]] || fail "the re-run drained other nodes than $faulty"
 for host in "${run_hosts[@]}"; do
     [[ "$(kubelet_version "$host")" == "v$to" && "$(cordoned "$host")" == False && -z "$(label "$host" onprem.gpu/maintenance)" ]] \

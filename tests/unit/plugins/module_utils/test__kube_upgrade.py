@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.onprem.gpu.plugins.module_utils._kube_upgrade import (
-    KubeUpgradeInputError, image_version, needs_drain, node_steps, parse_version, plan_lines, unready_daemonsets, upgrade_plan, version_problems)
+    KubeUpgradeInputError, down_nodes, image_version, needs_drain, node_steps, parse_version, plan_lines, unready_daemonsets, upgrade_plan,
+    version_problems)
 
 OLD = {"kubeadm": "1.35.4-1.1", "kubelet": "1.35.4-1.1", "kubectl": "1.35.4-1.1"}
 NEW = {"kubeadm": "1.36.2-1.1", "kubelet": "1.36.2-1.1", "kubectl": "1.36.2-1.1"}
@@ -139,3 +140,50 @@ def test_daemonsets_not_ready_on_every_node_are_named():
                    "status": {"desiredNumberScheduled": 2, "numberReady": 2}},
                   {"metadata": {"namespace": "x", "name": "idle"}, "status": {"desiredNumberScheduled": 0}}]
     assert unready_daemonsets(daemonsets) == ["kube-system/calico-node (ready 2 of 3)"]
+
+
+def node(name, ready):
+    return {"metadata": {"name": name}, "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                                                                  {"type": "Ready", "status": ready}]}}
+
+
+def daemon_pod(daemonset, node_name, ready):
+    return {"metadata": {"namespace": "gpu-operator", "name": f"{daemonset}-{node_name}",
+                         "ownerReferences": [{"kind": "DaemonSet", "name": daemonset, "controller": True}]},
+            "spec": {"nodeName": node_name}, "status": {"conditions": [{"type": "Ready", "status": ready}]}}
+
+
+DCGM = {"metadata": {"namespace": "gpu-operator", "name": "nvidia-dcgm"}, "status": {"desiredNumberScheduled": 4, "numberReady": 2}}
+NODES = [node("dc1-cp1", "True"), node("dc1-gpu1", "True"), node("dc1-gpu3", "Unknown"), node("dc1-gpu4", "False")]
+
+
+def test_nodes_outside_the_run_that_are_not_ready_are_down():
+    assert down_nodes(NODES, ["dc1-cp1", "dc1-gpu1"]) == ["dc1-gpu3", "dc1-gpu4"]
+    # A node of the run is never left out: the upgrade must bring it back.
+    assert down_nodes(NODES, ["dc1-gpu3"]) == ["dc1-gpu4"]
+    assert down_nodes([{"metadata": {"name": "no-status"}}]) == ["no-status"]
+
+
+def test_a_shortfall_the_down_nodes_explain_does_not_hold_the_upgrade_back():
+    run = ["dc1-cp1", "dc1-gpu1"]
+    assert unready_daemonsets([DCGM], NODES, run) == []
+    # Without the nodes the shortfall stands, as before.
+    assert unready_daemonsets([DCGM]) == ["gpu-operator/nvidia-dcgm (ready 2 of 4)"]
+    # A down node that still has a ready pod of the DaemonSet explains nothing.
+    pods = [daemon_pod("nvidia-dcgm", "dc1-gpu3", "True")]
+    assert unready_daemonsets([DCGM], NODES, run, pods) == ["gpu-operator/nvidia-dcgm (ready 2 of 4)"]
+    # One more missing pod than there are down nodes is named.
+    short = {"metadata": DCGM["metadata"], "status": {"desiredNumberScheduled": 4, "numberReady": 1}}
+    assert unready_daemonsets([short], NODES, run) == ["gpu-operator/nvidia-dcgm (ready 1 of 4)"]
+
+
+def test_a_daemonset_pod_not_ready_on_a_node_of_the_run_is_named_with_its_node():
+    run = ["dc1-cp1", "dc1-gpu1"]
+    pods = [daemon_pod("nvidia-dcgm", "dc1-gpu1", "False"), daemon_pod("nvidia-dcgm", "dc1-cp1", "True"),
+            daemon_pod("nvidia-dcgm", "dc1-gpu3", "False"),
+            {"metadata": {"namespace": "team-a", "name": "job-1", "ownerReferences": [{"kind": "Job", "name": "job", "controller": True}]},
+             "spec": {"nodeName": "dc1-gpu1"}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}}]
+    assert unready_daemonsets([DCGM], NODES, run, pods) == ["gpu-operator/nvidia-dcgm on dc1-gpu1 (pod not ready)"]
+    # A second pod of the DaemonSet that is ready on that node (a rolling update's replacement) is enough.
+    pods.append(daemon_pod("nvidia-dcgm", "dc1-gpu1", "True"))
+    assert unready_daemonsets([DCGM], NODES, run, pods) == []
