@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End to end on the simulated rack, from nothing: start the lab (with the benchmark's two extra nodes), run site.yml twice (the second run
-# must change nothing), check the summary it prints, run lab.yml again (nothing to change), run the
+# End to end on the simulated rack, from nothing: start the lab (with the benchmark's two extra nodes), run site.yml in check
+# mode (nothing installed), then twice (the second run must change nothing), check the summary it prints, run lab.yml again (nothing to change), run the
 # network benchmark with its faults (network_benchmark_e2e.sh), accept the GPU nodes with three faults (acceptance_e2e.sh),
 # reconfigure MIG on live nodes (mig_reconfigure_e2e.sh), apply the GPU platform to both clusters with its charts
 # (cluster_addons_e2e.sh), deploy continuous GPU health and fail nodes under it (node_health_e2e.sh), then the day-2
@@ -57,6 +57,17 @@ remove_lab
 trap remove_lab EXIT
 
 run_step "lab up (lab.yml, 7 containers from scratch)" lab-1 "${lab_nodes[@]}" playbooks/lab.yml
+# The documented first step on a new rack: check mode on bare servers passes and changes nothing (no Kubernetes or driver
+# package on any node afterwards); the MIG node's layout is left to the real run, once its driver is there.
+run_step "site.yml --check on the bare lab" site-check playbooks/site.yml --check
+for node in dc1-cp1 dc1-gpu2 dc2-gpu1; do
+    for package in kubelet containerd nvidia-driver-cuda; do
+        if podman exec "onprem-gpu-lab-$node" dpkg-query -W "$package" >/dev/null 2>&1; then
+            echo "e2e: site.yml --check installed $package on $node" >&2
+            exit 1
+        fi
+    done
+done
 run_step "site.yml, first run" site-1 playbooks/site.yml
 run_step "site.yml, second run" site-2 playbooks/site.yml
 assert_no_change site-2
