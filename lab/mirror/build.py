@@ -11,6 +11,9 @@ executable zip application (PEP 441, as `python -m zipapp` makes one) that runs 
 
 The DOCA stand-ins are also published as NVIDIA publishes DOCA: a flat repository (no dists/, APT suite "./")
 at doca/<version>/debian12/x86_64/, like https://linux.mellanox.com/public/repo/doca/<version>/ubuntu22.04/x86_64/.
+The Kubernetes packages are also published as pkgs.k8s.io publishes them: one flat repository per minor version at
+core:/stable:/v<minor>/deb/ with its ASCII-armored key as Release.key beside it, like
+https://pkgs.k8s.io/core:/stable:/v1.35/deb/ (a source left at one minor offers no package of the next).
 """
 from __future__ import annotations
 
@@ -47,6 +50,8 @@ PYTHON3_SHEBANG = b'#!/usr/bin/python3\n'
 # The stand-ins of what NVIDIA's DOCA repository holds; its version is doca-roce's upstream version.
 DOCA_PACKAGES = ('doca-roce', 'ibverbs-utils', 'mlnx-ofed-kernel-utils', 'mlnx-tools')
 DOCA_RELEASE_DIR = 'debian12/x86_64'
+# The packages pkgs.k8s.io publishes per minor version (its core:/stable:/v<minor>/deb/ repositories), as the lab has them.
+KUBERNETES_PACKAGES = ('kubeadm', 'kubectl', 'kubelet')
 SPEC_KEYS = {'name', 'versions', 'architecture', 'depends', 'section', 'description', 'files'}
 
 
@@ -207,25 +212,42 @@ def write_indexes(repo: Path) -> Path:
 
 
 def write_flat_doca_repository(repo: Path, specs: list[dict]) -> Path:
-    """doca/<version>/debian12/x86_64/ with the DOCA stand-ins' packages, Packages(.gz) and Release side by side,
-    as a flat repository has them (Filename: ./<deb>); the packages are hard links to the pool's."""
+    """doca/<version>/debian12/x86_64/ with the DOCA stand-ins' packages."""
     doca = next(spec for spec in specs if spec['name'] == 'doca-roce')
-    flat = repo / 'doca' / upstream_version(str(doca['versions'][-1])) / DOCA_RELEASE_DIR
+    debs = [deb for spec in specs if spec['name'] in DOCA_PACKAGES
+            for deb in sorted((repo / 'pool' / COMPONENT / spec['name'][0] / spec['name']).glob('*.deb'))]
+    return write_flat_repository(repo / 'doca' / upstream_version(str(doca['versions'][-1])) / DOCA_RELEASE_DIR, debs, 'onprem.gpu lab DOCA')
+
+
+def write_flat_repository(flat: Path, debs: list[Path], label: str) -> Path:
+    """A flat repository in ``flat``: the packages as hard links to the pool's, Packages(.gz) and Release side by side,
+    as a flat repository has them (Filename: ./<deb>)."""
     flat.mkdir(parents=True)
-    for spec in specs:
-        if spec['name'] in DOCA_PACKAGES:
-            for deb in sorted((repo / 'pool' / COMPONENT / spec['name'][0] / spec['name']).glob('*.deb')):
-                os.link(deb, flat / deb.name)
+    for deb in debs:
+        os.link(deb, flat / deb.name)
     write_packages(flat, run(['apt-ftparchive', 'packages', '.'], cwd=flat, stdout=subprocess.PIPE).stdout)
     release = run([
         'apt-ftparchive',
         '-o', 'APT::FTPArchive::Release::Origin=onprem.gpu lab',
-        '-o', 'APT::FTPArchive::Release::Label=onprem.gpu lab DOCA',
+        '-o', f'APT::FTPArchive::Release::Label={label}',
         '-o', f'APT::FTPArchive::Release::Architectures={" ".join(ARCHITECTURES)}',
         'release', '.',
     ], cwd=flat, env={'SOURCE_DATE_EPOCH': SOURCE_DATE_EPOCH}, stdout=subprocess.PIPE).stdout
     (flat / 'Release').write_text(release)
     return flat
+
+
+def write_pkgs_k8s_io_repositories(repo: Path, specs: list[dict]) -> list[Path]:
+    """core:/stable:/v<minor>/deb/, one flat repository per minor version of the Kubernetes packages, each with only that
+    minor's packages, as pkgs.k8s.io publishes them (its Release.key is written by export_public_key)."""
+    by_minor = {}
+    for spec in specs:
+        if spec['name'] in KUBERNETES_PACKAGES:
+            for deb in sorted((repo / 'pool' / COMPONENT / spec['name'][0] / spec['name']).glob('*.deb')):
+                minor = '.'.join(deb.name.split('_')[1].split('.')[:2])
+                by_minor.setdefault(minor, []).append(deb)
+    return [write_flat_repository(repo / 'core:' / 'stable:' / f'v{minor}' / 'deb', debs, f'onprem.gpu lab pkgs.k8s.io v{minor}')
+            for minor, debs in sorted(by_minor.items())]
 
 
 def sign_release(dist: Path, gnupg_home: Path, fingerprint: str) -> None:
@@ -237,10 +259,14 @@ def sign_release(dist: Path, gnupg_home: Path, fingerprint: str) -> None:
         env=env, cwd=dist)
 
 
-def export_public_key(repo: Path, gnupg_home: Path, fingerprint: str) -> None:
+def export_public_key(repo: Path, gnupg_home: Path, fingerprint: str, key_copies: list[Path] = ()) -> None:
+    """The key at the repository's root, binary and ASCII-armored; the armored one also in each of ``key_copies``."""
     env = {'GNUPGHOME': str(gnupg_home)}
     run(['gpg', '--batch', '--yes', '--output', str(repo / KEY_FILE_NAME), '--export', fingerprint], env=env)
-    run(['gpg', '--batch', '--yes', '--armor', '--output', str(repo / (KEY_FILE_NAME[:-4] + '.asc')), '--export', fingerprint], env=env)
+    armored = repo / (KEY_FILE_NAME[:-4] + '.asc')
+    run(['gpg', '--batch', '--yes', '--armor', '--output', str(armored), '--export', fingerprint], env=env)
+    for copy in key_copies:
+        shutil.copyfile(armored, copy)
 
 
 def publish(staging: Path, repo: Path) -> None:
@@ -284,7 +310,10 @@ def build(output: Path) -> None:
     dist = write_indexes(staging)
     sign_release(dist, gnupg_home, fingerprint)
     sign_release(write_flat_doca_repository(staging, specs), gnupg_home, fingerprint)
-    export_public_key(staging, gnupg_home, fingerprint)
+    kubernetes = write_pkgs_k8s_io_repositories(staging, specs)
+    for flat in kubernetes:
+        sign_release(flat, gnupg_home, fingerprint)
+    export_public_key(staging, gnupg_home, fingerprint, [flat / 'Release.key' for flat in kubernetes])
     publish(staging, repo)
     stamp.write_text(digest)
     print(f'Built lab mirror in {repo}: ' + ', '.join(f'{s["name"]} {", ".join(map(str, s["versions"]))}' for s in specs))

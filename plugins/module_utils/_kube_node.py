@@ -49,6 +49,9 @@ RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
 _VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)\.([0-9]+)$")
 _ENDPOINT = re.compile(r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")
 _FSTAB_SWAP = re.compile(r"^([^#\s]+\s+\S+\s+swap\s.*)$", re.MULTILINE)
+_PACKAGE_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)(?:-.*)?$")
+# kubeadm writes it when the node joins (or inits) its cluster, and `kubeadm reset` deletes it: the sign of a member.
+KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 
 
 def _minor(version) -> tuple[int, int] | None:
@@ -263,13 +266,51 @@ def node_problems(host: str, facts: dict, wanted: dict) -> list[str]:
     return [f"{host}: {'; '.join(problems)}."] if problems else []
 
 
+def _package_version(version) -> tuple[int, int, int] | None:
+    match = _PACKAGE_VERSION.fullmatch(str(version or ""))
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
+def version_change_problems(host: str, facts: dict, wanted: dict) -> list[str]:
+    """Why site.yml must not move this node's Kubernetes packages to ``wanted['version']``: one sentence, or none.
+
+    kubeadm never downgrades, so packages newer than the version are refused (the usual cause: the cluster was upgraded and
+    the inventory still names the old version). A member of a cluster (kubeadm's kubelet configuration is there) at an older
+    version moves only through kubeadm's upgrade procedure, which playbooks/upgrade_kubernetes.yml runs node by node; the
+    packages alone would leave kubelet newer than the API server. A node that is not a member yet (new, or reset) is
+    installed at the version, whatever it had. ``wanted['upgrade']`` true (kube_upgrade's own check) allows the move.
+    """
+    version = _package_version(wanted.get("version"))
+    if version is None or wanted.get("upgrade"):
+        return []
+    packages = facts.get("packages") or {}
+    installed = {name: packages.get(name, {}).get("version") for name in wanted.get("packages") or []}
+    installed = {name: found for name, found in installed.items() if _package_version(found)}
+    shown = ".".join(str(part) for part in version)
+    newer = sorted((name for name, found in installed.items() if _package_version(found) > version), key=list(installed).index)
+    if newer:
+        newest = ".".join(str(part) for part in max(_package_version(installed[name]) for name in newer))
+        packages_found = ", ".join(f"{name} {installed[name]}" for name in newer)
+        return [f"{host} has {packages_found} installed, newer than kube_version {shown}, and kubeadm does not downgrade a node: if the "
+                f"cluster was upgraded (playbooks/upgrade_kubernetes.yml), set kube_version: \"{newest}\" in the datacenter's group_vars; "
+                "nothing was changed."]
+    older = [name for name, found in installed.items() if _package_version(found) < version]
+    if older and (facts.get("files") or {}).get(KUBELET_CONFIG) is not None:
+        oldest = ".".join(str(part) for part in min(_package_version(installed[name]) for name in older))
+        return [f"{host} is a node of its cluster at Kubernetes {oldest}, older than kube_version {shown}: a cluster moves to a new "
+                f"version through kubeadm's upgrade procedure, node by node (ansible-playbook playbooks/upgrade_kubernetes.yml "
+                f"-e kube_version={shown}), which site.yml does not run; nothing was changed."]
+    return []
+
+
 def preflight_problems(host: str, settings: dict, facts: dict | None = None, wanted: dict | None = None) -> list[str]:
-    """The inventory's problems; when it has none and the node was read, the platform's and the mirror's."""
+    """The inventory's problems; when it has none and the node was read, the platform's, the version change's and the
+    mirror's."""
     problems = input_problems(host, settings)
     if problems or facts is None:
         return problems
     # kube_node_facts asks the mirror only on a supported platform.
-    return platform_problems(host, facts) or mirror_problems(host, facts, wanted or {})
+    return platform_problems(host, facts) or version_change_problems(host, facts, wanted or {}) or mirror_problems(host, facts, wanted or {})
 
 
 def acceptance_pending_patch(node: dict, patch: dict | None, required: bool) -> dict | None:

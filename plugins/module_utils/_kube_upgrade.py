@@ -113,12 +113,21 @@ def node_steps(target, cluster_version, host):
     return steps
 
 
+def natural_key(name):
+    """``dc1-gpu2`` before ``dc1-gpu10``: the name's digit runs compared as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(name or ""))]
+
+
 def upgrade_plan(target, cluster_version, hosts):
     """The nodes in the order kubeadm's procedure takes them (the first control plane, the other control planes, the
-    workers, each group in inventory order), each ``{host, node, role, from, to, steps}``."""
+    workers, each group in natural name order), each ``{host, node, role, from, to, steps}``.
+
+    By name, not by the play's host order: Ansible's order of a pattern through nested groups (``all`` of an inventory
+    whose datacenter groups have child groups) changes from one ansible-playbook process to the next, and the plan that
+    ``--check`` prints must be the order the run takes (playbooks/upgrade_kubernetes.yml runs its plays in this order)."""
     order = {"first_control_plane": 0, "control_plane": 1, "worker": 2}
     plan = []
-    for _position, host in sorted(enumerate(hosts or []), key=lambda item: (order.get(item[1].get("role"), 3), item[0])):
+    for host in sorted(hosts or [], key=lambda item: (order.get(item.get("role"), 3), natural_key(item.get("host")))):
         plan.append({"host": host.get("host"), "node": host.get("node") or host.get("host"), "role": host.get("role"),
                      "from": shown(parse_version(host.get("kubelet"))), "to": shown(parse_version(target)),
                      "steps": node_steps(target, cluster_version, host)})

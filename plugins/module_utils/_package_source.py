@@ -31,7 +31,7 @@ ARMORED_KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
 FAMILIES = ("Debian", "RedHat")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 CALLERS = ("onprem.gpu.nvidia_driver", "onprem.gpu.container_runtime", "onprem.gpu.kube_node", "onprem.gpu.nccl_tests", "onprem.gpu.rdma",
-           "onprem.gpu.acceptance")
+           "onprem.gpu.acceptance", "onprem.gpu.etcd_backup")
 
 
 def including_role(parent_roles):

@@ -10,6 +10,8 @@
 #      naming the last worker, which stays cordoned and labelled failed with the reason;
 #   4. the fault cleared, a re-run finishes: the control plane is not applied again, the upgraded worker not drained again;
 #   5. a third run changes nothing and drains nothing.
+# Before the upgrade, site.yml with the new kube_version is refused (only the procedure moves a member); after it,
+# site.yml with the inventory's old kube_version is refused (kubeadm does not downgrade), naming the version to set.
 # A node agent runs on every node (a DaemonSet, 5-daemonset.yaml), and a machine that is down stays in the cluster
 # (6-node-down.yaml): each run's last check wants the agent ready on the upgraded nodes, leaves the down node out, and
 # names it.
@@ -99,6 +101,13 @@ said check "(worker): kubelet $from -> $to: drain, kubeadm package, kubeadm upgr
 [[ "$(cluster_version)" == "v$from" && "$(kubelet_version "$first_worker")" == "v$from" && "$(cordoned "$first_worker")" == False ]] \
     || fail "check mode changed the cluster"
 
+# site.yml with the new version: refused on every member, which only the upgrade's procedure moves.
+run_step "site.yml -e kube_version=$to before the upgrade (refused: the upgrade's work)" site_ahead fail playbooks/site.yml --limit "$limit" \
+    -e "kube_version=$to"
+said site_ahead "$first_worker is a node of its cluster at Kubernetes $from, older than kube_version $to: a cluster moves to a new version through kubeadm's upgrade procedure" \
+    || fail "site.yml with kube_version $to was not refused as the upgrade's work (see $out/site_ahead.log)"
+! grep -qE 'changed: \[' "$out/site_ahead.log" || fail "the refused site.yml changed something"
+
 # The workers in the order the plan takes them (the play's host order, which need not be --list-hosts' order): the fault
 # goes on the last, so that the first is upgraded before the run stops.
 mapfile -t planned < <(tr -s '[:space:]' ' ' <"$out/check.log" | grep -oE '[0-9]+\. [^ ]+ \(worker\)' | awk '!seen[$2]++ {print $2}')
@@ -137,6 +146,12 @@ done
 run_step "upgrade_kubernetes.yml to $to a third time (no change)" again pass "${upgrade[@]}" -e "kube_version=$to"
 ! grep -qE '^[^ ]+ +: ok=[0-9]+ +changed=[1-9]' "$out/again.log" || fail "the third run changed something (see $out/again.log)"
 ! grep -q 'TASK \[onprem.gpu.maintenance : Drain the node\]' "$out/again.log" || fail "the third run drained a node"
+
+# site.yml with the inventory's version, now behind the cluster: refused, naming the version to set.
+run_step "site.yml with kube_version $from after the upgrade (refused: no downgrade)" site_behind fail playbooks/site.yml --limit "$limit"
+said site_behind "$first_worker has kubelet $to-" && said site_behind "newer than kube_version $from, and kubeadm does not downgrade a node" \
+    || fail "site.yml with the old kube_version was not refused as a downgrade (see $out/site_behind.log)"
+! grep -qE 'changed: \[' "$out/site_behind.log" || fail "the refused site.yml changed something"
 
 # The workload through it all, and each node's time out of service.
 sleep 2

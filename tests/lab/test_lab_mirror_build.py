@@ -1,6 +1,7 @@
 """The lab mirror's build (lab/mirror/build.py): the DOCA stand-ins are also published flat, as NVIDIA publishes DOCA
-(https://linux.mellanox.com/public/repo/doca/<version>/<distro>/<arch>/, APT suite "./"), next to the existing
-dists/bookworm layout; APT, given the source the package_source role writes for the rdma role's defaults, reads the flat one."""
+(https://linux.mellanox.com/public/repo/doca/<version>/<distro>/<arch>/, APT suite "./"), and the Kubernetes packages one
+flat repository per minor, as pkgs.k8s.io publishes them (core:/stable:/v<minor>/deb/ with Release.key), next to the
+existing dists/bookworm layout; APT, given the source the package_source role writes, reads the flat ones."""
 
 import importlib.util
 import pathlib
@@ -52,16 +53,13 @@ def test_the_doca_stand_ins_are_published_flat_beside_the_suite_layout(repo):
     assert "Package: doca-roce" in (repo / "dists" / "bookworm" / "main" / "binary-amd64" / "Packages").read_text()
 
 
-def test_apt_reads_the_flat_repository_through_the_package_source_and_the_rdma_defaults(repo, tmp_path):
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    # Without onprem_gpu_mirror_url the role's own defaults apply: NVIDIA's flat layout, suite "./" and no components.
-    assert defaults["rdma_doca_repo_suites"].endswith("else ['./'] }}") and defaults["rdma_doca_repo_components"].endswith("else [] }}")
-    keyring = tmp_path / "doca.asc"
+def apt_policy(repo, tmp_path, repository, package):
+    """apt-cache policy of ``package`` with only ``repository`` as the package_source role writes it, keyed with the lab key."""
+    keyring = tmp_path / f"{repository['name']}.asc"
     shutil.copy(repo / "onprem-gpu-lab.asc", keyring)
     sources = tmp_path / "etc" / "sources.list.d"
     sources.mkdir(parents=True)
-    repository = {"name": "doca", "url": "file://%s/doca/3.2.0/debian12/x86_64/" % repo, "suites": ["./"], "components": []}
-    (sources / "doca.sources").write_text(source_text("Debian", repository, str(keyring), "bookworm"))
+    (sources / f"{repository['name']}.sources").write_text(source_text("Debian", repository, str(keyring), "bookworm"))
     for directory in ("state/lists/partial", "cache/archives/partial"):
         (tmp_path / directory).mkdir(parents=True)
     apt = ["-o", "Dir::Etc::sourcelist=/dev/null", "-o", "Dir::Etc::sourceparts=%s" % sources, "-o", "Dir::State=%s/state" % tmp_path,
@@ -70,5 +68,24 @@ def test_apt_reads_the_flat_repository_through_the_package_source_and_the_rdma_d
            "-o", "APT::Sandbox::User=root"]
     update = subprocess.run(["apt-get"] + apt + ["update"], capture_output=True, text=True, check=False)
     assert update.returncode == 0 and "W:" not in update.stderr and "E:" not in update.stderr, update.stdout + update.stderr
-    policy = subprocess.run(["apt-cache"] + apt + ["policy", "doca-roce"], capture_output=True, text=True, check=False)
-    assert "Candidate: 3.2.0-125000" in policy.stdout, policy.stdout + policy.stderr
+    return subprocess.run(["apt-cache"] + apt + ["policy", package], capture_output=True, text=True, check=False).stdout
+
+
+def test_the_kubernetes_packages_are_published_one_repository_per_minor_as_pkgs_k8s_io_has_them(repo, tmp_path):
+    for minor, version in (("1.35", "1.35.4-1.1"), ("1.36", "1.36.2-1.1")):
+        flat = repo / "core:" / "stable:" / f"v{minor}" / "deb"
+        files = sorted(line.split(": ", 1)[1] for line in (flat / "Packages").read_text().splitlines() if line.startswith("Filename: "))
+        assert [name.split("_")[:2] for name in files] == [[f"./{name}", version] for name in ("kubeadm", "kubectl", "kubelet")]
+        assert (flat / "InRelease").is_file() and (flat / "Release.key").read_text().startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    # A source at one minor offers no kubeadm of the next: the upgrade must write the next minor's source first.
+    repository = {"name": "kubernetes", "url": "file://%s/core:/stable:/v1.35/deb/" % repo, "suites": ["/"], "components": []}
+    policy = apt_policy(repo, tmp_path, repository, "kubeadm")
+    assert "Candidate: 1.35.4-1.1" in policy and "1.36.2" not in policy, policy
+
+
+def test_apt_reads_the_flat_repository_through_the_package_source_and_the_rdma_defaults(repo, tmp_path):
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    # Without onprem_gpu_mirror_url the role's own defaults apply: NVIDIA's flat layout, suite "./" and no components.
+    assert defaults["rdma_doca_repo_suites"].endswith("else ['./'] }}") and defaults["rdma_doca_repo_components"].endswith("else [] }}")
+    repository = {"name": "doca", "url": "file://%s/doca/3.2.0/debian12/x86_64/" % repo, "suites": ["./"], "components": []}
+    assert "Candidate: 3.2.0-125000" in apt_policy(repo, tmp_path, repository, "doca-roce")

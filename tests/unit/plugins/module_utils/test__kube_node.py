@@ -16,6 +16,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
     parse_systemctl_show,
     pause_image,
     preflight_problems,
+    version_change_problems,
 )
 
 GOOD = {"version": "1.35.4", "api_endpoint": "10.89.50.201:6443", "pools": ["training_pool"], "labels": {"onprem.gpu/pool": "training"},
@@ -223,3 +224,43 @@ def test_a_package_installed_at_another_version_is_held_again():
     node["files"][PIN_FILE["path"]] = PINS
     node["packages"]["kubeadm"]["version"] = "1.35.3-1.1"
     assert node_work(node, {**WANTED, "pin_file": PIN_FILE})["install"] == ["install kubeadm", "hold kubeadm"]
+
+
+def node_at(version, member=True):
+    node = settled_node()
+    node["packages"] = {name: {"version": f"{version}-1.1", "held": True} for name in ("kubelet", "kubeadm", "kubectl")}
+    if member:
+        node["files"] = dict(node.get("files") or {}, **{"/var/lib/kubelet/config.yaml": "kind: KubeletConfiguration\n"})
+    return node
+
+
+def test_site_does_not_downgrade_a_node_whose_cluster_was_upgraded():
+    (problem,) = preflight_problems("dc1-gpu1", GOOD, node_at("1.36.2"), WANTED)
+    assert problem == ("dc1-gpu1 has kubelet 1.36.2-1.1, kubeadm 1.36.2-1.1, kubectl 1.36.2-1.1 installed, newer than kube_version 1.35.4, and "
+                       "kubeadm does not downgrade a node: if the cluster was upgraded (playbooks/upgrade_kubernetes.yml), set "
+                       "kube_version: \"1.36.2\" in the datacenter's group_vars; nothing was changed.")
+    # Newer is newer whether or not the node is a member, and a patch counts.
+    assert version_change_problems("n", node_at("1.35.5", member=False), WANTED)[0].startswith("n has kubelet 1.35.5-1.1")
+    # Half an upgrade (kubeadm moved first): the newest is named.
+    node = node_at("1.35.4")
+    node["packages"]["kubeadm"]["version"] = "1.36.2-1.1"
+    assert version_change_problems("n", node, WANTED)[0].startswith("n has kubeadm 1.36.2-1.1 installed, newer than kube_version 1.35.4")
+
+
+def test_site_does_not_upgrade_a_member_outside_kubeadms_procedure():
+    (problem,) = preflight_problems("dc1-gpu1", GOOD, node_at("1.34.3"), WANTED)
+    assert problem == ("dc1-gpu1 is a node of its cluster at Kubernetes 1.34.3, older than kube_version 1.35.4: a cluster moves to a new version "
+                       "through kubeadm's upgrade procedure, node by node (ansible-playbook playbooks/upgrade_kubernetes.yml -e "
+                       "kube_version=1.35.4), which site.yml does not run; nothing was changed.")
+
+
+def test_a_node_that_is_not_a_member_gets_the_version_and_the_upgrade_may_move_it():
+    # New, or reset by remove_node.yml (kubeadm reset deletes the kubelet configuration): installed at the version.
+    assert version_change_problems("n", node_at("1.34.3", member=False), WANTED) == []
+    assert version_change_problems("n", node_at("1.35.4"), WANTED) == []
+    assert version_change_problems("n", {"packages": {}}, WANTED) == []
+    # kube_upgrade's own check moves it, either way.
+    assert version_change_problems("n", node_at("1.34.3"), {**WANTED, "upgrade": True}) == []
+    assert version_change_problems("n", node_at("1.36.2"), {**WANTED, "upgrade": True}) == []
+    # Versions that are not major.minor.patch are left to the other checks.
+    assert version_change_problems("n", node_at("1.36.2"), {**WANTED, "version": "latest"}) == []

@@ -97,6 +97,17 @@ def test_the_plan_takes_the_first_control_plane_then_the_others_then_the_workers
     ]
 
 
+def test_the_plan_orders_each_group_by_name_whatever_the_play_order():
+    # Ansible's host order through nested groups changes between processes: the plan (and the plays after it) do not.
+    workers = [host(name, "worker") for name in ("dc1-gpu10", "dc1-gpu2", "dc1-gpu1")]
+    control_planes = [host("dc1-cp3", "control_plane", apiserver="registry.k8s.io/kube-apiserver:v1.35.4"),
+                      host("dc1-cp2", "first_control_plane", apiserver="registry.k8s.io/kube-apiserver:v1.35.4"),
+                      host("dc1-cp1", "control_plane", apiserver="registry.k8s.io/kube-apiserver:v1.35.4")]
+    expected = ["dc1-cp2", "dc1-cp1", "dc1-cp3", "dc1-gpu1", "dc1-gpu2", "dc1-gpu10"]
+    assert [entry["host"] for entry in upgrade_plan("1.36.2", "v1.35.4", workers + control_planes)] == expected
+    assert [entry["host"] for entry in upgrade_plan("1.36.2", "v1.35.4", list(reversed(control_planes + workers)))] == expected
+
+
 def test_a_rerun_after_a_worker_failed_continues_where_it_stopped():
     # The control plane and w1 were upgraded; w2's kubeadm upgrade node failed after its kubeadm package was upgraded.
     hosts = [host("cp1", "first_control_plane", "v1.36.2", NEW, "registry.k8s.io/kube-apiserver:v1.36.2"),
