@@ -149,8 +149,9 @@ run_step "upgrade_kubernetes.yml to $to a third time (no change)" again pass "${
 
 # site.yml with the inventory's version, now behind the cluster: refused, naming the version to set.
 run_step "site.yml with kube_version $from after the upgrade (refused: no downgrade)" site_behind fail playbooks/site.yml --limit "$limit"
-said site_behind "$first_worker has kubelet $to-" && said site_behind "newer than kube_version $from, and kubeadm does not downgrade a node" \
-    || fail "site.yml with the old kube_version was not refused as a downgrade (see $out/site_behind.log)"
+if ! said site_behind "$first_worker has kubelet $to-" || ! said site_behind "newer than kube_version $from, and kubeadm does not downgrade a node"; then
+    fail "site.yml with the old kube_version was not refused as a downgrade (see $out/site_behind.log)"
+fi
 ! grep -qE 'changed: \[' "$out/site_behind.log" || fail "the refused site.yml changed something"
 
 # The workload through it all, and each node's time out of service.
