@@ -211,11 +211,15 @@ def write_indexes(repo: Path) -> Path:
     return dist
 
 
+def pool_debs(repo: Path, spec: dict) -> list[Path]:
+    """The packages the pool holds of one spec, every version, in name order."""
+    return sorted((repo / 'pool' / COMPONENT / spec['name'][0] / spec['name']).glob('*.deb'))
+
+
 def write_flat_doca_repository(repo: Path, specs: list[dict]) -> Path:
     """doca/<version>/debian12/x86_64/ with the DOCA stand-ins' packages."""
     doca = next(spec for spec in specs if spec['name'] == 'doca-roce')
-    debs = [deb for spec in specs if spec['name'] in DOCA_PACKAGES
-            for deb in sorted((repo / 'pool' / COMPONENT / spec['name'][0] / spec['name']).glob('*.deb'))]
+    debs = [deb for spec in specs if spec['name'] in DOCA_PACKAGES for deb in pool_debs(repo, spec)]
     return write_flat_repository(repo / 'doca' / upstream_version(str(doca['versions'][-1])) / DOCA_RELEASE_DIR, debs, 'onprem.gpu lab DOCA')
 
 
@@ -243,7 +247,7 @@ def write_pkgs_k8s_io_repositories(repo: Path, specs: list[dict]) -> list[Path]:
     by_minor = {}
     for spec in specs:
         if spec['name'] in KUBERNETES_PACKAGES:
-            for deb in sorted((repo / 'pool' / COMPONENT / spec['name'][0] / spec['name']).glob('*.deb')):
+            for deb in pool_debs(repo, spec):
                 minor = '.'.join(deb.name.split('_')[1].split('.')[:2])
                 by_minor.setdefault(minor, []).append(deb)
     return [write_flat_repository(repo / 'core:' / 'stable:' / f'v{minor}' / 'deb', debs, f'onprem.gpu lab pkgs.k8s.io v{minor}')

@@ -37,8 +37,8 @@ def kube_upgrade_plan_lines(plan, cluster_version, target):
     return plan_lines(plan, cluster_version, target)
 
 
-def _objects(value, what, name):
-    if value is not None and (not isinstance(value, list) or not all(isinstance(item, dict) for item in value)):
+def _objects(value, what, name, required=False):
+    if (value is not None or required) and (not isinstance(value, list) or not all(isinstance(item, dict) for item in value)):
         raise AnsibleFilterError(f"{name} expects {what} as a list, as kubernetes.core.k8s_info returns them.")
 
 
@@ -50,9 +50,7 @@ def _names(value, name):
 def kube_upgrade_unready(daemonsets, nodes=None, run_nodes=None, pods=None):
     """namespace/name (ready N of M) of each DaemonSet not ready on every node that should run it, less the nodes outside the
     run that are down; with the cluster's pods, namespace/name on NODE (pod not ready) for a DaemonSet pod on a node of the run."""
-    if daemonsets is None:
-        raise AnsibleFilterError("kube_upgrade_unready expects DaemonSet objects as a list, as kubernetes.core.k8s_info returns them.")
-    _objects(daemonsets, "DaemonSet objects", "kube_upgrade_unready")
+    _objects(daemonsets, "DaemonSet objects", "kube_upgrade_unready", required=True)
     _objects(nodes, "the cluster's Node objects", "kube_upgrade_unready")
     _objects(pods, "the cluster's Pod objects", "kube_upgrade_unready")
     _names(run_nodes or [], "kube_upgrade_unready")
@@ -61,9 +59,7 @@ def kube_upgrade_unready(daemonsets, nodes=None, run_nodes=None, pods=None):
 
 def kube_upgrade_down_nodes(nodes, run_nodes=None):
     """The nodes outside the run whose Ready condition is not True, in name order."""
-    if nodes is None:
-        raise AnsibleFilterError("kube_upgrade_down_nodes expects the cluster's Node objects as a list, as kubernetes.core.k8s_info returns them.")
-    _objects(nodes, "the cluster's Node objects", "kube_upgrade_down_nodes")
+    _objects(nodes, "the cluster's Node objects", "kube_upgrade_down_nodes", required=True)
     _names(run_nodes or [], "kube_upgrade_down_nodes")
     return down_nodes(nodes, run_nodes or [])
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.onprem.gpu.plugins.module_utils import _acceptance as acceptance
+from ansible_collections.onprem.gpu.plugins.module_utils._kube_upgrade import parse_version, shown
 from ansible_collections.onprem.gpu.plugins.module_utils._os_release import is_debian_family
 from ansible_collections.onprem.gpu.plugins.module_utils._validate import labels_problems
 
@@ -49,7 +50,6 @@ RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
 _VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)\.([0-9]+)$")
 _ENDPOINT = re.compile(r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")
 _FSTAB_SWAP = re.compile(r"^([^#\s]+\s+\S+\s+swap\s.*)$", re.MULTILINE)
-_PACKAGE_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)(?:-.*)?$")
 # kubeadm writes it when the node joins (or inits) its cluster, and `kubeadm reset` deletes it: the sign of a member.
 KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 
@@ -266,11 +266,6 @@ def node_problems(host: str, facts: dict, wanted: dict) -> list[str]:
     return [f"{host}: {'; '.join(problems)}."] if problems else []
 
 
-def _package_version(version) -> tuple[int, int, int] | None:
-    match = _PACKAGE_VERSION.fullmatch(str(version or ""))
-    return tuple(int(part) for part in match.groups()) if match else None
-
-
 def version_change_problems(host: str, facts: dict, wanted: dict) -> list[str]:
     """Why site.yml must not move this node's Kubernetes packages to ``wanted['version']``: one sentence, or none.
 
@@ -280,26 +275,23 @@ def version_change_problems(host: str, facts: dict, wanted: dict) -> list[str]:
     packages alone would leave kubelet newer than the API server. A node that is not a member yet (new, or reset) is
     installed at the version, whatever it had. ``wanted['upgrade']`` true (kube_upgrade's own check) allows the move.
     """
-    version = _package_version(wanted.get("version"))
+    version = parse_version(wanted.get("version"))
     if version is None or wanted.get("upgrade"):
         return []
     packages = facts.get("packages") or {}
-    installed = {name: packages.get(name, {}).get("version") for name in wanted.get("packages") or []}
-    installed = {name: found for name, found in installed.items() if _package_version(found)}
-    shown = ".".join(str(part) for part in version)
-    newer = sorted((name for name, found in installed.items() if _package_version(found) > version), key=list(installed).index)
+    installed = {name: (packages.get(name) or {}).get("version") for name in wanted.get("packages") or []}
+    versions = {name: parse_version(text) for name, text in installed.items() if parse_version(text) is not None}
+    newer = [name for name, found in versions.items() if found > version]
     if newer:
-        newest = ".".join(str(part) for part in max(_package_version(installed[name]) for name in newer))
         packages_found = ", ".join(f"{name} {installed[name]}" for name in newer)
-        return [f"{host} has {packages_found} installed, newer than kube_version {shown}, and kubeadm does not downgrade a node: if the "
-                f"cluster was upgraded (playbooks/upgrade_kubernetes.yml), set kube_version: \"{newest}\" in the datacenter's group_vars; "
-                "nothing was changed."]
-    older = [name for name, found in installed.items() if _package_version(found) < version]
+        return [f"{host} has {packages_found} installed, newer than kube_version {shown(version)}, and kubeadm does not downgrade a node: if "
+                f"the cluster was upgraded (playbooks/upgrade_kubernetes.yml), set kube_version: \"{shown(max(versions[name] for name in newer))}\" "
+                "in the datacenter's group_vars; nothing was changed."]
+    older = [name for name, found in versions.items() if found < version]
     if older and (facts.get("files") or {}).get(KUBELET_CONFIG) is not None:
-        oldest = ".".join(str(part) for part in min(_package_version(installed[name]) for name in older))
-        return [f"{host} is a node of its cluster at Kubernetes {oldest}, older than kube_version {shown}: a cluster moves to a new "
-                f"version through kubeadm's upgrade procedure, node by node (ansible-playbook playbooks/upgrade_kubernetes.yml "
-                f"-e kube_version={shown}), which site.yml does not run; nothing was changed."]
+        return [f"{host} is a node of its cluster at Kubernetes {shown(min(versions[name] for name in older))}, older than kube_version "
+                f"{shown(version)}: a cluster moves to a new version through kubeadm's upgrade procedure, node by node (ansible-playbook "
+                f"playbooks/upgrade_kubernetes.yml -e kube_version={shown(version)}), which site.yml does not run; nothing was changed."]
     return []
 
 
