@@ -622,12 +622,14 @@ def continuous_health_rules(alerts):
 
 ETCD_SNAPSHOT_TIME = "onprem_etcd_backup_last_success_timestamp_seconds"
 ETCD_BACKUP_INTERVAL = "onprem_etcd_backup_interval_seconds"
+ETCD_COPY_TIME = "onprem_etcd_backup_last_copy_timestamp_seconds"
 
 
 def etcd_backup_rules():
     """Scheduled etcd snapshots (roles/etcd_backup, docs/etcd-backup.md): the newest verified snapshot older than two of the
     timer's intervals. Both are the control plane's node-exporter textfile metrics, so the rule needs no interval of its own;
-    a node that never made a snapshot exports the time 0 and fires at once."""
+    a node that never made a snapshot exports the time 0 and fires at once. Where the snapshots are copied off the node (S3),
+    the newest copy older than two intervals too: the control plane's disk is then the only copy."""
     return [{
         "alert": "EtcdSnapshotTooOld",
         "expr": f"time() - max by (cluster, instance) ({ETCD_SNAPSHOT_TIME})\n"
@@ -638,6 +640,17 @@ def etcd_backup_rules():
             "description": "The snapshot timer (onprem-etcd-backup.timer on {{ $labels.instance }}) has made no verified snapshot "
                            "for two intervals: see `journalctl -u onprem-etcd-backup.service` there. Until it does, a restore "
                            "(playbooks/etcd_restore.yml) loses everything since the newest snapshot.",
+        },
+    }, {
+        "alert": "EtcdSnapshotCopyTooOld",
+        "expr": f"time() - max by (cluster, instance) ({ETCD_COPY_TIME})\n"
+                f"  > 2 * max by (cluster, instance) ({ETCD_BACKUP_INTERVAL})",
+        "labels": {"severity": "warning"},
+        "annotations": {
+            "summary": "{{ $labels.cluster }}: the newest etcd snapshot copied off the node is {{ $value | humanizeDuration }} old",
+            "description": "The snapshot timer on {{ $labels.instance }} has copied no snapshot to the site's S3 endpoint for two "
+                           "intervals (see `journalctl -u onprem-etcd-backup.service` there: the endpoint, the keys, the bucket): "
+                           "if the control plane's disk is lost, so are the snapshots since the newest copy.",
         },
     }]
 

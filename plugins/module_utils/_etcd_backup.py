@@ -8,7 +8,11 @@ One round (``run_backup``): ``etcdctl snapshot save`` with the cluster's etcd cl
 ``etcdutl snapshot status -w json`` on the file (a snapshot that does not verify is deleted), the status kept beside it as
 ``<snapshot>.json`` (only snapshots with one count as verified), all but the newest ``keep`` verified snapshots deleted, and
 node-exporter textfile metrics written from the directory, so that a failed round leaves the last success's timestamp and
-the age grows. The role installs this file (standard library only) beside the timer's program, which calls ``command``."""
+the age grows. With an S3 target (``s3_target``, ``ALIAS/BUCKET[/PREFIX]``, the alias's endpoint and keys in the
+``MC_HOST_<ALIAS>`` environment variable the timer's unit reads from a root-only file), every kept verified snapshot that has
+no copy yet is copied off the node with the MinIO client (``mc cp``), its status after it, and marked ``<snapshot>.copied``;
+a copy that failed is tried again at the next round. The role installs this file (standard library only) beside the timer's
+program, which calls ``command``."""
 
 from __future__ import annotations
 
@@ -19,10 +23,12 @@ import re
 import subprocess
 import tempfile
 import time
+from urllib.parse import unquote, urlsplit
 
 SNAPSHOT_NAME = re.compile(r"etcd-snapshot-(\d{8}T\d{6}Z)\.db\Z")
 STATUS_FIELDS = ("hash", "revision", "totalKey", "totalSize")
 METRICS_FILE = "onprem_etcd_backup.prom"
+COPIED = ".copied"
 
 
 class BackupError(Exception):
@@ -73,7 +79,8 @@ def verified_snapshots(directory):
                 status = json.load(handle)
         except (OSError, ValueError):
             continue
-        found.append({"name": name, "path": os.path.join(directory, name), "time": moment, "status": status})
+        found.append({"name": name, "path": os.path.join(directory, name), "time": moment, "status": status,
+                      "copied": f"{name}{COPIED}" in names})
     return sorted(found, key=lambda snapshot: snapshot["name"], reverse=True)
 
 
@@ -103,21 +110,69 @@ def save_and_verify(config, run, moment):
         _remove(target)
         raise
     write_atomically(f"{target}.json", json.dumps(status, sort_keys=True) + "\n", 0o600)
-    return {"name": name, "path": target, "time": moment.timestamp(), "status": status}
+    return {"name": name, "path": target, "time": moment.timestamp(), "status": status, "copied": False}
+
+
+def copy_off(config, run, snapshots, clock=time.time):
+    """Copy every snapshot of ``snapshots`` (verified, newest first) that has no copy yet to ``config['s3_target']`` with mc:
+    the snapshot, then its status (so that a status in the bucket means its snapshot is whole), then the ``.copied`` marker
+    here. Returns ``(copied names, error sentence or None)``; the first failure stops the round's copies, the next round
+    tries again. Nothing is copied without a target."""
+    target = (config.get("s3_target") or "").rstrip("/")
+    copied = []
+    if not target:
+        return copied, None
+    alias = target.split("/", 1)[0]
+    if config.get("mc_host"):
+        # The configuration (root only) holds the endpoint and keys; mc reads them from its environment, not its command line.
+        os.environ[f"MC_HOST_{alias}"] = config["mc_host"]
+    secrets = mc_host_secrets(alias, os.environ)
+    for snapshot in snapshots:
+        if snapshot.get("copied"):
+            continue
+        for path in (snapshot["path"], f"{snapshot['path']}.json"):
+            rc, out, err = run([config.get("mc", "mc"), "cp", "--quiet", path, f"{target}/{os.path.basename(path)}"])
+            if rc != 0:
+                return copied, (f"mc cp of {os.path.basename(path)} to {target} failed (exit {rc}): "
+                                f"{masked(_last_line(err or out), secrets)}")
+        write_atomically(f"{snapshot['path']}{COPIED}", json.dumps({"target": target, "time": int(clock())}) + "\n", 0o600)
+        snapshot["copied"] = True
+        copied.append(snapshot["name"])
+    return copied, None
+
+
+def mc_host_secrets(alias, environ):
+    """The forms the keys of ``MC_HOST_<alias>`` may take in what mc prints: as given, percent-encoded (either case of the
+    hex digits) and the whole variable; longest first."""
+    value = environ.get(f"MC_HOST_{alias}") or ""
+    parts = urlsplit(value)
+    userinfo = parts.netloc.rpartition("@")[0]
+    found = {value} if userinfo else set()
+    for raw in userinfo.split(":", 1) if userinfo else []:
+        found.update({raw, raw.lower(), raw.upper(), unquote(raw)})
+    return sorted((secret for secret in found if secret), key=len, reverse=True)
+
+
+def masked(text, secrets):
+    """``text`` with every secret replaced by ``***``."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
 
 
 def prune(directory, keep):
     """Delete all but the newest ``keep`` verified snapshots (each with its status); returns the deleted names."""
     deleted = []
     for snapshot in verified_snapshots(directory)[keep:]:
-        _remove(snapshot["path"], f"{snapshot['path']}.json")
+        _remove(snapshot["path"], f"{snapshot['path']}.json", f"{snapshot['path']}{COPIED}")
         deleted.append(snapshot["name"])
     return deleted
 
 
-def metrics(config, snapshots, succeeded, finished):
+def metrics(config, snapshots, succeeded, finished, copy_succeeded=None):
     """node-exporter textfile metrics: the newest verified snapshot's time (0 without one, so that its age alerts), its size
-    and revision, how many are kept, the last round's result and time, and the interval the age is judged against."""
+    and revision, how many are kept, the last round's result and time, and the interval the age is judged against; with an S3
+    target, the newest copied snapshot's time (0 without one) and whether the last round's copies succeeded."""
     cluster = str(config.get("cluster", "")).replace("\\", "\\\\").replace('"', '\\"')
     newest = snapshots[0] if snapshots else None
     families = [
@@ -132,6 +187,15 @@ def metrics(config, snapshots, succeeded, finished):
         ("onprem_etcd_backup_snapshot_revision", "The etcd revision the newest verified snapshot holds.",
          newest["status"]["revision"] if newest else 0),
     ]
+    if config.get("s3_target"):
+        copied = [snapshot for snapshot in snapshots if snapshot.get("copied")]
+        families += [
+            ("onprem_etcd_backup_last_copy_timestamp_seconds",
+             "The newest verified etcd snapshot copied off the node (S3), its time in seconds since the epoch.",
+             copied[0]["time"] if copied else 0),
+            ("onprem_etcd_backup_last_copy_run_success", "Whether the last round copied every kept snapshot off the node (1) or not (0).",
+             1 if copy_succeeded else 0),
+        ]
     lines = []
     for name, text, value in families:
         lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge", f'{name}{{cluster="{cluster}"}} {_number(value)}']
@@ -142,16 +206,19 @@ def run_backup(config, run, clock=time.time):
     """One scheduled round; returns ``{"ok", "snapshot", "deleted", "error"}`` and always writes the metrics."""
     os.makedirs(config["dir"], mode=0o700, exist_ok=True)
     moment = datetime.datetime.fromtimestamp(int(clock()), tz=datetime.timezone.utc)
-    result = {"ok": False, "snapshot": None, "deleted": [], "error": None}
+    result = {"ok": False, "snapshot": None, "deleted": [], "error": None, "copied": [], "copy_error": None}
     try:
         result["snapshot"] = save_and_verify(config, run, moment)["path"]
         result["deleted"] = prune(config["dir"], int(config["keep"]))
         result["ok"] = True
     except BackupError as error:
         result["error"] = str(error)
+    # Also after a failed save: the kept snapshots that an earlier round could not copy.
+    snapshots = verified_snapshots(config["dir"])
+    result["copied"], result["copy_error"] = copy_off(config, run, snapshots, clock)
     if config.get("textfile_dir"):
         write_atomically(os.path.join(config["textfile_dir"], METRICS_FILE),
-                         metrics(config, verified_snapshots(config["dir"]), result["ok"], clock()))
+                         metrics(config, snapshots, result["ok"], clock(), copy_succeeded=result["copy_error"] is None))
     return result
 
 
@@ -206,4 +273,5 @@ def command(argv, run=_run):
     with open(argv[1], encoding="utf-8") as handle:
         config = json.load(handle)
     result = run_backup(config, run)
-    return (0 if result["ok"] else 1), json.dumps(result, sort_keys=True) + "\n", (result["error"] + "\n" if result["error"] else "")
+    errors = "".join(f"{error}\n" for error in (result["error"], result["copy_error"]) if error)
+    return (0 if result["ok"] and not result["copy_error"] else 1), json.dumps(result, sort_keys=True) + "\n", errors

@@ -3,7 +3,8 @@
 #   1. site.yml left onprem-etcd-backup.timer scheduled on the datacenter's first control plane; two rounds of its service
 #      (started here rather than waited for) each leave a snapshot that etcdutl verifies, with its .json status, and the
 #      node-exporter textfile metric says when the newest verified one was taken; etcd_backup.yml copies the newest to the
-#      controller;
+#      controller; the role with a copy to the site's S3 endpoint (the lab's mc stand-in) copies each verified snapshot and
+#      its status there, a refused copy fails the round without losing its snapshot and is copied by the next round;
 #   2. etcd_restore.yml is refused on the healthy cluster: without etcd_restore_confirm, and with it but without
 #      etcd_restore_force; the API keeps serving;
 #   3. a ConfigMap made before a snapshot and one made after it; the control plane then loses its etcd data (kubelet stopped,
@@ -90,6 +91,45 @@ fetched="$out/fetched/$(python3 -c 'import json,sys; print(json.load(open(sys.ar
     "$out/inventory.json" "$cp")/$(basename "$path")"
 [[ -s "$fetched" && -s "$fetched.json" ]] || fail "the newest snapshot is not on the controller at $fetched"
 cmp -s "$fetched" <(on_cp cat "$path") || fail "the controller's copy differs from $path"
+
+# The copy to the site's S3 endpoint: the lab's mc stand-in on the control plane, serving a directory as the endpoint. The
+# role's handler runs a round at once; the snapshot and its status land under the bucket, the node marks it copied. The
+# endpoint then refuses the keys: the round keeps its snapshot but fails, the metric says so and the journal shows no key;
+# once the endpoint takes them again, the next round copies what the failed one could not.
+s3_root=/srv/lab-s3 s3_dir="/srv/lab-s3/etcd-snapshots/$dc"
+s3_config() {
+    printf '{"netloc": "s3.lab.invalid:9000", "root": "%s", "credentials_sha256": "%s"}\n' "$s3_root" \
+        "$(printf '%s' "$1" | sha256sum | cut -d' ' -f1)" | on_cp tee /etc/onprem-gpu-lab/s3-stand-in.json >/dev/null
+}
+sed '1s|^#!/usr/bin/env python$|#!/usr/bin/python3|' "$repo/lab/doubles/mc/mc" | on_cp tee /usr/local/bin/mc >/dev/null
+on_cp chmod 0755 /usr/local/bin/mc
+on_cp mkdir -p /etc/onprem-gpu-lab "$s3_root/etcd-snapshots"
+s3_config "LABACCESSKEY:lab/secret+key-4f9c2e"
+run_step "etcd snapshots copied to S3 ($dc, role and first round)" copy-s3 pass tests/e2e/etcd/copy_off.yml --limit "$dc" \
+    -e etcd_backup_s3_path="etcd-snapshots/$dc"
+! grep -qE 'lab/secret|secret%2B|LABACCESSKEY' "$out/copy-s3.log" || fail "the S3 keys are in the playbook's output"
+read -r count path revision < <(newest)
+for file in "$path" "$path.json"; do
+    cmp -s <(on_cp cat "$file") <(on_cp cat "$s3_dir/$(basename "$file")") || fail "$(basename "$file") is not in the S3 bucket ($s3_dir)"
+done
+on_cp test -f "$path.copied" || fail "$path is not marked as copied"
+[[ "$(metric onprem_etcd_backup_last_copy_run_success)" == 1 ]] || fail "the metric says the last round's copies failed"
+s3_config "LABACCESSKEY:another-secret"
+sleep 1
+if on_cp systemctl start onprem-etcd-backup.service 2>/dev/null; then fail "a round whose copy was refused did not fail"; fi
+read -r refused_count refused _ < <(newest)
+[[ "$refused" != "$path" ]] || fail "the round whose copy was refused made no snapshot"
+if on_cp test -f "$refused.copied"; then fail "$refused is marked copied though its copy was refused"; fi
+[[ "$(metric onprem_etcd_backup_last_copy_run_success)" == 0 ]] || fail "the metric does not say the copy failed"
+on_cp journalctl -u onprem-etcd-backup.service --no-pager -n 20 >"$out/copy-refused-journal.log" 2>&1 || true
+grep -q "Access Denied" "$out/copy-refused-journal.log" || fail "the journal does not say why the copy failed"
+! grep -qE 'lab/secret|secret%2B|LABACCESSKEY' "$out/copy-refused-journal.log" || fail "the S3 keys are in the journal"
+s3_config "LABACCESSKEY:lab/secret+key-4f9c2e"
+sleep 1
+timed "snapshot round ($dc, S3 back: copies what the failed round could not)" on_cp systemctl start onprem-etcd-backup.service
+on_cp test -f "$s3_dir/$(basename "$refused")" -a -f "$refused.copied" || fail "the snapshot the refused round kept was not copied later"
+[[ "$(metric onprem_etcd_backup_last_copy_run_success)" == 1 ]] || fail "the metric says the copies still fail"
+echo "S3 copies ($s3_dir): $(on_cp ls "$s3_dir" | tr '\n' ' ')(of $refused_count kept)" | tee -a "$out/summary.txt"
 
 # 2. Refusals on the healthy cluster, before any change.
 run_step "etcd restore refused ($dc, no opt-in)" refused-no-confirm fail playbooks/etcd_restore.yml --limit "$dc"

@@ -638,6 +638,9 @@ ETCD_SERIES = [
     series({"__name__": "onprem_etcd_backup_last_success_timestamp_seconds", "cluster": "dc2", "instance": "10.20.1.5:9100"},
            "0x59 3600x60 7200x60 10800x20"),
     series({"__name__": "onprem_etcd_backup_interval_seconds", "cluster": "dc2", "instance": "10.20.1.5:9100"}, "3600x200"),
+    # dc2 copies its snapshots off the node, until its copies stop at 3600 (an S3 outage); dc1 copies nothing (no copy metric).
+    series({"__name__": "onprem_etcd_backup_last_copy_timestamp_seconds", "cluster": "dc2", "instance": "10.20.1.5:9100"},
+           "0x59 3600x140"),
 ]
 
 
@@ -659,6 +662,10 @@ def test_promtool_fires_the_etcd_snapshot_age_alert(built, tmp_path):
                  "exp_alerts": [{"exp_labels": {"severity": "critical", "cluster": "dc1", "instance": "10.10.1.5:9100"}}]},
                 {"eval_time": "190m", "alertname": "EtcdSnapshotTooOld",
                  "exp_alerts": [{"exp_labels": {"severity": "critical", "cluster": "dc1", "instance": "10.10.1.5:9100"}}]},
+                # dc2's newest copy is from 3600 s (minute 60): under two intervals old until minute 180; dc1 has no copy metric.
+                {"eval_time": "179m", "alertname": "EtcdSnapshotCopyTooOld", "exp_alerts": []},
+                {"eval_time": "190m", "alertname": "EtcdSnapshotCopyTooOld",
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "cluster": "dc2", "instance": "10.20.1.5:9100"}}]},
             ],
         }],
     }))

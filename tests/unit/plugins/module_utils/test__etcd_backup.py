@@ -119,3 +119,69 @@ def test_the_programs_commands(tmp_path):
     assert status == 0 and err == "" and json.loads(out)["snapshot"].endswith(".db")
     listed = json.loads(command(["list", str(tmp_path / "snapshots")])[1])
     assert [entry["path"] for entry in listed] == [json.loads(out)["snapshot"]]
+
+
+class FakeEtcdAndS3(FakeEtcd):
+    """The same, and mc cp: a copy fails while ``s3_down`` (printing the MC_HOST value back, as mc does for a bad alias)."""
+
+    def __init__(self, s3_down=False, **kwargs):
+        super().__init__(**kwargs)
+        self.s3_down, self.copies = s3_down, []
+
+    def __call__(self, argv):
+        if argv[:2] != ["mc", "cp"]:
+            return super().__call__(argv)
+        self.calls.append(argv)
+        if self.s3_down:
+            return 1, "", f"mc: <ERROR> Unable to upload to {os.environ.get('MC_HOST_etcdbackup')}: connection refused\n"
+        self.copies.append((os.path.basename(argv[3]), argv[4]))
+        return 0, f"`{argv[3]}` -> `{argv[4]}`\n", ""
+
+
+S3 = {"s3_target": "etcdbackup/etcd-snapshots/dc1", "mc": "mc", "mc_host": "https://AKIA%2FKEY:se%2Fcret%2Bkey@s3.example.internal:9000"}
+
+
+def test_each_verified_snapshot_is_copied_off_once_status_after_snapshot(tmp_path, monkeypatch):
+    monkeypatch.delenv("MC_HOST_etcdbackup", raising=False)
+    fake = FakeEtcdAndS3()
+    first = run_backup(config(tmp_path, **S3), fake, clock=lambda: T0)
+    assert first["ok"] and first["copy_error"] is None and first["copied"] == ["etcd-snapshot-20260528T202640Z.db"]
+    assert fake.copies == [("etcd-snapshot-20260528T202640Z.db", "etcdbackup/etcd-snapshots/dc1/etcd-snapshot-20260528T202640Z.db"),
+                           ("etcd-snapshot-20260528T202640Z.db.json", "etcdbackup/etcd-snapshots/dc1/etcd-snapshot-20260528T202640Z.db.json")]
+    # mc finds the endpoint and keys in its environment, never on its command line.
+    assert os.environ["MC_HOST_etcdbackup"] == S3["mc_host"] and all("AKIA" not in " ".join(call) for call in fake.calls)
+    second = run_backup(config(tmp_path, **S3), fake, clock=lambda: T0 + 3600)
+    assert second["copied"] == ["etcd-snapshot-20260528T212640Z.db"] and len(fake.copies) == 4
+    values = prom(tmp_path)
+    assert values["onprem_etcd_backup_last_copy_timestamp_seconds"] == T0 + 3600 and values["onprem_etcd_backup_last_copy_run_success"] == 1
+    assert [entry["copied"] for entry in verified_snapshots(str(tmp_path / "snapshots"))] == [True, True]
+
+
+def test_a_failed_copy_fails_the_round_masks_the_keys_and_is_tried_again(tmp_path, monkeypatch):
+    monkeypatch.delenv("MC_HOST_etcdbackup", raising=False)
+    run_backup(config(tmp_path, **S3), FakeEtcdAndS3(), clock=lambda: T0)
+    down = FakeEtcdAndS3(s3_down=True)
+    result = run_backup(config(tmp_path, **S3), down, clock=lambda: T0 + 3600)
+    assert result["ok"] and result["snapshot"] and result["copied"] == []
+    assert result["copy_error"].startswith("mc cp of etcd-snapshot-20260528T212640Z.db to etcdbackup/etcd-snapshots/dc1 failed (exit 1)")
+    for secret in ("AKIA", "se%2Fcret", "se/cret", "%2Bkey"):
+        assert secret not in result["copy_error"]
+    values = prom(tmp_path)
+    assert values["onprem_etcd_backup_last_copy_timestamp_seconds"] == T0 and values["onprem_etcd_backup_last_copy_run_success"] == 0
+    (tmp_path / "config.json").write_text(json.dumps(config(tmp_path, **S3)))
+    status, _out, err = command(["save", str(tmp_path / "config.json")], run=FakeEtcdAndS3(s3_down=True))
+    assert status == 1 and err.startswith("mc cp of ") and "AKIA" not in err
+    # Back up: the next round copies, newest first, its own snapshot and what the failed rounds could not (the program's
+    # round above ran on the real clock, so its snapshot is the newest).
+    again = run_backup(config(tmp_path, **S3), FakeEtcdAndS3(), clock=lambda: T0 + 7200)
+    kept = [entry["name"] for entry in verified_snapshots(str(tmp_path / "snapshots"))]
+    assert again["copy_error"] is None and again["copied"] == kept and "etcd-snapshot-20260528T212640Z.db" in kept
+    # Pruning takes the marker with its snapshot.
+    assert not any(name.endswith(".copied") and name[:-len(".copied")] not in os.listdir(tmp_path / "snapshots")
+                   for name in os.listdir(tmp_path / "snapshots"))
+
+
+def test_without_a_target_nothing_is_copied_and_no_copy_metric_is_written(tmp_path):
+    fake = FakeEtcdAndS3()
+    assert run_backup(config(tmp_path), fake, clock=lambda: T0)["copied"] == [] and fake.copies == []
+    assert "onprem_etcd_backup_last_copy_timestamp_seconds" not in prom(tmp_path)
