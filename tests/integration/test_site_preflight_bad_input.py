@@ -57,3 +57,16 @@ def test_bad_site_inventory_stops_site_in_its_preflight(tmp_path, edit, message)
     assert "Traceback" not in output and "has no attribute" not in output and "invalid literal" not in output
     # Nothing contacted a host: the run stopped before the preflight's host check (the first task that gathers facts).
     assert "Read the distribution" not in result.stdout
+
+
+def test_a_limited_run_is_checked_against_the_rest_of_its_datacenter(tmp_path):
+    """site.yml --limit dc1-gpu2 (a node replaced or added): the run's host may not take a Node name or rail addresses that
+    another host of its datacenter, outside the run, already has."""
+    rails = {"rdma_rails": [{"interface": "ens1", "subnet": "10.99.0.0/24"}]}
+    inventory = lab_copy(tmp_path, lambda inventory: [host_vars("dc1-gpu1", rdma_address_index=3, **rails)(inventory),
+                                                      host_vars("dc1-gpu2", rdma_address_index=3, **rails)(inventory)])
+    result = run(REPO / "playbooks" / "site.yml", inventory, "--limit", "dc1-gpu2")
+    output = one_line(result.stdout + result.stderr)
+    assert result.returncode != 0
+    assert "dc1-gpu1 and dc1-gpu2 have the same rdma_address_index 3" in output, output[-3000:]
+    assert "Read the distribution" not in result.stdout
