@@ -61,6 +61,7 @@ PY
 )
 kubectl=("$repo/.build/bin/kubectl" --kubeconfig "$kubeconfig" --request-timeout=10s)
 on_cp() { podman exec "$container" "$@"; }
+on_cp_stdin() { podman exec -i "$container" "$@"; }
 [[ -f "$kubeconfig" ]] || fail "no admin kubeconfig at $kubeconfig: run site.yml on $inventory first"
 "${kubectl[@]}" get --raw /readyz >/dev/null || fail "$dc's API does not answer: run site.yml on $inventory first"
 newest() { on_cp python3 /usr/lib/onprem-etcd-backup/onprem-etcd-backup list /var/backups/etcd | python3 -c 'import json,sys; l=json.load(sys.stdin); print(len(l), l[0]["path"] if l else "", l[0]["status"]["revision"] if l else 0)'; }
@@ -99,14 +100,15 @@ cmp -s "$fetched" <(on_cp cat "$path") || fail "the controller's copy differs fr
 s3_root=/srv/lab-s3 s3_dir="/srv/lab-s3/etcd-snapshots/$dc"
 s3_config() {
     printf '{"netloc": "s3.lab.invalid:9000", "root": "%s", "credentials_sha256": "%s"}\n' "$s3_root" \
-        "$(printf '%s' "$1" | sha256sum | cut -d' ' -f1)" | on_cp tee /etc/onprem-gpu-lab/s3-stand-in.json >/dev/null
+        "$(printf '%s' "$1" | sha256sum | cut -d' ' -f1)" | on_cp_stdin tee /etc/onprem-gpu-lab/s3-stand-in.json >/dev/null
 }
-sed '1s|^#!/usr/bin/env python$|#!/usr/bin/python3|' "$repo/lab/doubles/mc/mc" | on_cp tee /usr/local/bin/mc >/dev/null
+sed '1s|^#!/usr/bin/env python$|#!/usr/bin/python3|' "$repo/lab/doubles/mc/mc" | on_cp_stdin tee /usr/local/bin/mc >/dev/null
 on_cp chmod 0755 /usr/local/bin/mc
 on_cp mkdir -p /etc/onprem-gpu-lab "$s3_root/etcd-snapshots"
 s3_config "LABACCESSKEY:lab/secret+key-4f9c2e"
+# (The inventories find the mirror key's fingerprint relative to playbooks/; this playbook lives elsewhere.)
 run_step "etcd snapshots copied to S3 ($dc, role and first round)" copy-s3 pass tests/e2e/etcd/copy_off.yml --limit "$dc" \
-    -e etcd_backup_s3_path="etcd-snapshots/$dc"
+    -e etcd_backup_s3_path="etcd-snapshots/$dc" -e onprem_gpu_mirror_key_fingerprint="$(cat "$repo/.build/lab/mirror/onprem-gpu-lab.fingerprint")"
 ! grep -qE 'lab/secret|secret%2B|LABACCESSKEY' "$out/copy-s3.log" || fail "the S3 keys are in the playbook's output"
 read -r count path revision < <(newest)
 for file in "$path" "$path.json"; do
