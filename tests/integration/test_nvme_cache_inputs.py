@@ -14,13 +14,13 @@ from local_play import REPO
 
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 ROLE = REPO / "roles" / "nvme_cache"
-GOOD = {"nvme_cache_devices": ["/dev/disk/by-id/nvme-lab-0"], "__nvme_cache_packages": ["xfsprogs"],
+GOOD = {"nvme_cache_devices": ["/dev/disk/by-id/nvme-lab-0"],
         "nvme_cache_datasets": [{"name": "imagenet", "version": "2012", "source": "datasets/imagenet"}],
         "nvme_cache_s3_endpoint": "https://s3.example.internal", "nvme_cache_s3_access_key": "access",
         "nvme_cache_s3_secret_key": "secret"}
 
 
-def problems(tmp_path, **overrides):
+def problems(tmp_path, facts=None, **overrides):
     # The role's defaults with the test's values over them, in one file: vars_files take precedence over play vars.
     settings = dict(yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()), **dict(GOOD, **overrides))
     (tmp_path / "settings.yml").write_text(yaml.safe_dump(settings))
@@ -28,7 +28,7 @@ def problems(tmp_path, **overrides):
     playbook.write_text(yaml.safe_dump([{
         "hosts": "localhost", "connection": "local", "gather_facts": False,
         "vars_files": [str(tmp_path / "settings.yml"), str(ROLE / "vars" / "main.yml")],
-        "vars": {"ansible_facts": {"distribution": "Debian"}, "ansible_python_interpreter": sys.executable},
+        "vars": {"ansible_facts": facts or {"distribution": "Debian", "os_family": "Debian"}, "ansible_python_interpreter": sys.executable},
         "tasks": [{"ansible.builtin.copy": {"content": "{{ __nvme_cache_problems | to_json }}", "dest": str(tmp_path / "out.json")}}],
     }]))
     environment = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
@@ -54,3 +54,9 @@ def test_good_inputs_have_no_problem(tmp_path):
 def test_a_value_with_a_trailing_newline_is_a_problem(tmp_path, overrides, sentence):
     found = problems(tmp_path, **overrides)
     assert any(sentence in problem for problem in found), found
+
+
+def test_a_platform_outside_the_two_families_is_a_problem_and_el_is_not(tmp_path):
+    assert problems(tmp_path, facts={"distribution": "Rocky", "os_family": "RedHat"}) == []
+    assert problems(tmp_path, facts={"distribution": "openSUSE Leap", "os_family": "Suse"})[0].startswith(
+        "localhost runs openSUSE Leap; the nvme_cache role supports the Debian and Red Hat families")
