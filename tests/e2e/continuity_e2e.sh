@@ -9,16 +9,22 @@
 #      labelled by hand is removed (drained, kubeadm reset, Node deleted), comes back with new GPUs (a new board seed and
 #      a reboot: an RMA), and site.yml --limit joins it again: its pool labels, taints and MIG layout are the inventory's,
 #      the hand-made label is gone;
-#   4. with two control planes in the datacenter: the second removed (then the first is the last, refused) and joined
-#      again with site.yml --limit.
+#   4. with two control planes in the datacenter: the second removed (kubeadm reset takes its etcd member out; then the
+#      first is the last, refused) and joined again with site.yml --limit (its etcd member back); then the second as a dead
+#      server (its container stopped) removed with node_removal_reachable=false: its etcd member removed through the first
+#      with etcdctl; started again, kubeadm reset -f on it, and site.yml --limit joins it again (its member back).
 # Usage: continuity_e2e.sh [INVENTORY [DATACENTER [WORKER]]]; defaults: inventories/lab, dc1, dc1-gpu2. A late step of the
 # lab's e2e (after mig_reconfigure_e2e.sh, which leaves dc1-gpu2 in a layout of its choice); on a cluster of its own:
+#   truncate --size 4G .build/continuity/crt-gpu1-nvme0n1.img
+#   CONTINUITY_E2E_DISK_GPU1=$(losetup --find --show .build/continuity/crt-gpu1-nvme0n1.img) \
 #   ansible-playbook -i localhost, lab/molecule/create.yml -e @tests/e2e/continuity/platforms.yml (+ prepare.yml, site.yml)
 #   bash tests/e2e/continuity_e2e.sh tests/e2e/continuity/inventory.yml crt crt-gpu1
+#   (afterwards: lab/molecule/destroy.yml with the same platforms file, then losetup --detach the device)
 # CONTINUITY_E2E_STEPS (default "certificates removal") runs part of it: "certificates" is step 1, "removal" steps 2-4. The
 # lab's e2e runs the certificates on dc2 beside the removal on dc1 (two clusters, nothing shared); each part and
 # datacenter logs to a folder of its own, .build/e2e/continuity/<datacenter>-<steps>.
-# Needs the real kubectl in .build/bin (make k8s-clients) and openssl on this machine.
+# Needs the real kubectl in .build/bin (make k8s-clients) and openssl on this machine. The lab's etcd runs on the first control
+# plane (lab/doubles/kube/README.md, "etcd"): its member list is read there.
 set -euo pipefail
 
 inventory="${1:-inventories/lab}" dc="${2:-dc1}" worker="${3:-dc1-gpu2}"
@@ -75,6 +81,13 @@ read -r -a cp_containers <<<"$(facts containers)"
 worker_container="$(facts worker_container)"
 kubeconfig="$(facts kubeconfig)"
 kubectl=("$repo/.build/bin/kubectl" --kubeconfig "$kubeconfig")
+# The names of etcd's members, read with etcdctl on the first control plane as the etcd_backup role reads it (sorted).
+etcd_members() {
+    podman exec "${cp_containers[0]}" etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt \
+        --cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key member list -w json \
+        | python3 -c 'import json, sys; print(" ".join(sorted(member["name"] for member in json.load(sys.stdin)["members"])))'
+}
+is_member() { [[ " $(etcd_members) " == *" $1 "* ]]; }
 [[ -f "$kubeconfig" ]] || fail "no admin kubeconfig at $kubeconfig: run site.yml on $inventory first"
 "${kubectl[@]}" get node "$worker" >/dev/null || fail "$worker is not a node of $dc's cluster"
 
@@ -198,8 +211,11 @@ EOF
     # 4. The second control plane of an HA pair removed and joined again; then the first is the last, and is refused.
     if (( ${#control_planes[@]} >= 2 )); then
         second="${control_planes[1]}"
+        second_container="${cp_containers[1]}"
+        is_member "$second" || fail "$second is not an etcd member before its removal: $(etcd_members)"
         run_step "remove $second (control plane)" rm-cp pass playbooks/remove_node.yml --limit "$second" -e node_removal_reset=true
         ! "${kubectl[@]}" get node "$second" >/dev/null 2>&1 || fail "$second is still a Node after its removal"
+        ! is_member "$second" || fail "$second is still an etcd member after its removal: $(etcd_members)"
         if (( ${#control_planes[@]} == 2 )); then
             run_step "remove_node refused on the last control plane" rm-lastcp fail playbooks/remove_node.yml --limit "${control_planes[0]}" -e node_removal_reset=true
             said rm-lastcp "${control_planes[0]} is the last control plane of cluster" || fail "the last control plane was not refused in a sentence"
@@ -207,6 +223,29 @@ EOF
         run_step "site.yml --limit $second (control plane joins again)" rm-cp-readd pass playbooks/site.yml --limit "$second"
         "${kubectl[@]}" get node "$second" -o jsonpath='{.metadata.labels}' | grep -q 'node-role.kubernetes.io/control-plane' \
             || fail "$second did not join again as a control plane"
+        is_member "$second" || fail "$second did not become an etcd member again when it joined: $(etcd_members)"
+
+        # The second as a dead server: its container stopped, it is removed without running anything on it, and its etcd member
+        # (which no kubeadm reset can remove) is removed through the first control plane with etcdctl.
+        podman stop -t 5 "$second_container" >/dev/null
+        run_step "remove $second (dead control plane)" rm-cp-dead pass playbooks/remove_node.yml --limit "$second" -e node_removal_reachable=false
+        said rm-cp-dead "its etcd member too" || fail "the dead control plane's removal does not say that its etcd member went"
+        ! "${kubectl[@]}" get node "$second" >/dev/null 2>&1 || fail "$second is still a Node after its removal as a dead server"
+        ! is_member "$second" || fail "$second is still an etcd member after its removal as a dead server: $(etcd_members)"
+        run_step "remove $second again (dead, nothing left)" rm-cp-dead-again pass playbooks/remove_node.yml --limit "$second" -e node_removal_reachable=false
+        grep -qE "^$second +: .* changed=0 " "$out/rm-cp-dead-again.log" || fail "removing the gone control plane again changed something"
+        # It comes back with its old disk: kubeadm reset -f first (docs/node-replacement.md), the Node its kubelet may have
+        # registered again as it booted deleted, then site.yml --limit joins it again.
+        podman start "$second_container" >/dev/null
+        # lab_node waits until systemd reports the system as up.
+        run_step "lab_node on $second after its boot" rm-cp-lab-node pass tests/e2e/continuity/prepare.yml --limit "$second"
+        podman exec "$second_container" kubeadm reset -f >"$out/rm-cp-returning-reset.log" 2>&1 || fail "kubeadm reset -f failed on the returning $second"
+        "${kubectl[@]}" delete node "$second" --ignore-not-found >>"$out/rm-cp-returning-reset.log"
+        run_step "site.yml --limit $second (dead control plane back)" rm-cp-dead-readd pass playbooks/site.yml --limit "$second"
+        "${kubectl[@]}" get node "$second" -o jsonpath='{.metadata.labels}' | grep -q 'node-role.kubernetes.io/control-plane' \
+            || fail "$second did not join again as a control plane after it came back"
+        is_member "$second" || fail "$second did not become an etcd member again after it came back: $(etcd_members)"
+        echo "etcd members after the dead control plane came back: $(etcd_members)" | tee -a "$out/summary.txt"
     fi
 fi
 echo "$e2e_name: passed ($inventory)"

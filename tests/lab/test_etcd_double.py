@@ -1,6 +1,7 @@
-"""etcdctl member list, endpoint health and snapshot save, etcdutl snapshot status and restore in the kube double (the etcd of the
-lab's first control plane, lab/doubles/kube/README.md "etcd"), checked against real etcd outputs (fixtures/etcd-3.5.1), and the
-disaster the restore recovers from: a control plane whose etcd data directory was lost serves no API until it is restored."""
+"""etcdctl member list, member remove, endpoint health and snapshot save, etcdutl snapshot status and restore in the kube double (the
+etcd of the lab's first control plane, lab/doubles/kube/README.md "etcd"), checked against real etcd outputs (fixtures/etcd-3.5.1);
+the membership that a control plane's join and reset change; and the disaster the restore recovers from: a control plane whose etcd
+data directory was lost serves no API until it is restored."""
 
 import json
 import os
@@ -11,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_kube_doubles import PYTHON, Node, free_port, import_double, init_config
+import yaml
+from test_kube_doubles import PYTHON, Node, control_plane_join_config, free_port, import_double, init_config, openssl_hash
 
 RECORDED = Path(__file__).parent / "fixtures" / "etcd-3.5.1"
 CERTS = ["--cacert=/etc/kubernetes/pki/etcd/ca.crt", "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt",
@@ -66,7 +68,8 @@ def test_member_list_and_health_have_the_real_shapes(cp):
     got = json.loads(listed.stdout)
     assert set(got) == set(recorded) and set(got["header"]) == set(recorded["header"])
     assert [set(member) for member in got["members"]] == [set(member) for member in recorded["members"]]
-    assert got["members"][0]["name"] == os.uname().nodename  # kubeadm's --name is the node name; the double's, the machine's
+    # kubeadm's local etcd: --name is the node name, the peer URL on the advertise address.
+    assert [(member["name"], member["peerURLs"]) for member in got["members"]] == [("etc-cp1", ["https://127.0.0.1:2380"])]
     table = run(cp, "etcdctl", *CERTS, "member", "list", "-w", "table").stdout.splitlines()
     header = [cell.strip() for cell in (RECORDED / "member-list.table").read_text().splitlines()[1].strip("|").split("|")]
     assert [cell.strip() for cell in table[1].strip("|").split("|")] == header
@@ -98,6 +101,93 @@ def test_snapshot_status_prints_what_etcdutl_prints(cp, tmp_path):
     assert (missing.returncode, missing.stderr) == (1, "Error: stat /missing.db: no such file or directory\n")
 
 
+def members(node):
+    return json.loads(run(node, "etcdctl", *CERTS, "member", "list", "-w", "json").stdout)
+
+
+def join_control_plane(cp, node, address):
+    """kubeadm join --control-plane of the node at the address, as kube_control_plane makes it join."""
+    admin = ["--kubeconfig", "/etc/kubernetes/admin.conf"]
+    key = cp.run("kubeadm", "init", "phase", "upload-certs", "--upload-certs", *admin).stdout.strip().splitlines()[-1]
+    token = cp.run("kubeadm", "token", "create", *admin, "--ttl", "15m").stdout.strip()
+    port = int(yaml.safe_load((cp.root / "etc/kubernetes/admin.conf").read_text())["clusters"][0]["cluster"]["server"].rsplit(":", 1)[1])
+    documents = control_plane_join_config(node, port, token, openssl_hash(str(cp.root / "etc/kubernetes/pki/ca.crt")), key, address=address)
+    return node.run("kubeadm", "join", "--config", node.config("join.yaml", documents))
+
+
+def test_a_joined_control_plane_is_a_member_until_its_reset_or_etcdctl_removes_it(cp):
+    """kubeadm's join adds the member; its reset removes it, or warns when it cannot, and then `etcdctl member remove` on a control
+    plane that stays takes it out, as the etcd documentation replaces a failed member. The cluster ID never changes."""
+    before = members(cp)
+    second = Node(cp.root.parent, "etc-cp2")
+    try:
+        joined = join_control_plane(cp, second, "127.0.0.2")
+        assert "[etcd] Announced new etcd member joining to the existing etcd cluster" in joined.stdout
+        after = members(cp)
+        assert after["header"]["cluster_id"] == before["header"]["cluster_id"] and after["header"]["member_id"] == before["header"]["member_id"]
+        added = {member["name"]: member for member in after["members"]}["etc-cp2"]
+        assert (added["peerURLs"], added["clientURLs"]) == (["https://127.0.0.2:2380"], ["https://127.0.0.2:2379"])
+        assert [member["ID"] for member in after["members"]] == sorted(member["ID"] for member in after["members"])  # etcd lists by ID
+        assert f"{added['ID']:x}, started, etc-cp2, https://127.0.0.2:2380, https://127.0.0.2:2379, false" in \
+            run(cp, "etcdctl", *CERTS, "member", "list").stdout.splitlines()
+        # Only the first control plane runs the lab's etcd: the joined one answers as a member that is not up.
+        assert run(second, "etcdctl", *CERTS, "member", "list").stderr.endswith("Error: context deadline exceeded\n")
+
+        # Its reset while the API cannot be reached (a dead server's disk, the network gone): kubeadm cannot read its configuration,
+        # removes no member, and goes on.
+        admin_conf = second.root / "etc/kubernetes/admin.conf"
+        config = yaml.safe_load(admin_conf.read_text())
+        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+        admin_conf.write_text(yaml.safe_dump(config))
+        reset = second.run("kubeadm", "reset", "--force")
+        assert re.search(r"\] \[reset\] Unable to fetch the kubeadm-config ConfigMap from cluster: .*connection refused\n", reset.stderr)
+        assert "] [reset] No kubeadm config, using etcd pod spec to get data directory\n" in reset.stderr
+        assert "etc-cp2" in {member["name"] for member in members(cp)["members"]}
+
+        removed = run(cp, "etcdctl", *CERTS, "member", "remove", f"{added['ID']:x}")
+        assert removed.returncode == 0, removed.stderr
+        assert removed.stdout == f"Member {added['ID']:16x} removed from cluster {before['header']['cluster_id']:16x}\n"
+        assert re.fullmatch(r"Member [ 0-9a-f]{16} removed from cluster [ 0-9a-f]{16}\n", (RECORDED / "member-remove.stdout").read_text())
+        assert [member["name"] for member in members(cp)["members"]] == ["etc-cp1"]
+        assert members(cp)["header"]["cluster_id"] == before["header"]["cluster_id"]
+
+        again = run(cp, "etcdctl", *CERTS, "member", "remove", f"{added['ID']:x}")
+        recorded = (RECORDED / "member-remove-unknown.stderr").read_text().splitlines()
+        assert (again.returncode, again.stdout, again.stderr.splitlines()[-1]) == (1, "", recorded[-1])
+        assert json.loads(again.stderr.splitlines()[0])["error"] == json.loads(recorded[0])["error"]
+        last = run(cp, "etcdctl", *CERTS, "member", "remove", f"{before['header']['member_id']:x}")
+        assert (last.returncode, last.stderr.splitlines()[-1]) == (1, "Error: etcdserver: re-configuration failed due to not enough started members")
+        bad = run(cp, "etcdctl", *CERTS, "member", "remove", "zz")
+        assert (bad.returncode, bad.stderr) == (128, 'Error: bad member ID arg (strconv.ParseUint: parsing "zz": invalid syntax), expecting ID in Hex\n')
+        assert (run(cp, "etcdctl", *CERTS, "member", "remove").stderr, run(cp, "etcdctl", *CERTS, "member", "remove").returncode) == (
+            "Error: member ID is not provided\n", 128)
+
+        # Joined again (the Node deleted, as remove_node.yml does): a new member under the same name, with a new ID; its reset,
+        # with the API up, takes it out by itself.
+        cp.run("kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "delete", "node", "etc-cp2")
+        join_control_plane(cp, second, "127.0.0.2")
+        rejoined = {member["name"]: member for member in members(cp)["members"]}
+        assert set(rejoined) == {"etc-cp1", "etc-cp2"} and rejoined["etc-cp2"]["ID"] != added["ID"]
+        reset = second.run("kubeadm", "reset", "--force")
+        assert "Failed to remove etcd member" not in reset.stderr
+        assert [member["name"] for member in members(cp)["members"]] == ["etc-cp1"]
+    finally:
+        second.stop()
+
+
+def test_a_member_removal_that_fails_is_only_kubeadm_s_warning(capsys):
+    kubeadm_etcd, core = import_double("kubeadm_etcd"), import_double("core")
+
+    class Unreachable:
+        def call(self, *_arguments):
+            raise core.Fail('Get "https://10.0.0.1:6443/lab-double/etcd/members": dial tcp 10.0.0.1:6443: connect: connection refused')
+
+    kubeadm_etcd.remove_member(Unreachable())
+    assert re.fullmatch(r"W\d{4} [\d:.]+ +\d+ removeetcdmember\.go:65\] \[reset\] Failed to remove etcd member: Get \"https://10\.0\.0\.1:6443/"
+                        r"lab-double/etcd/members\": dial tcp 10\.0\.0\.1:6443: connect: connection refused, please manually remove this etcd "
+                        r"member using etcdctl\n", capsys.readouterr().err)
+
+
 def test_restore_refuses_a_data_dir_that_is_not_empty(cp):
     assert run(cp, "etcdctl", *CERTS, "snapshot", "save", "/r.db").returncode == 0
     refused = run(cp, "etcdutl", "snapshot", "restore", "/r.db", "--data-dir", "/var/lib/etcd")
@@ -106,13 +196,13 @@ def test_restore_refuses_a_data_dir_that_is_not_empty(cp):
 
 def test_a_lost_data_dir_is_restored_from_a_snapshot(cp):
     """The etcd and kubeadm disaster-recovery procedure on the double: what was created after the snapshot is gone, what was
-    there before is back, and the restored member is the only one, with a new ID."""
+    there before is back, and the restored member is the only one, its ID computed from its peer URL and the cluster token (the
+    same as before: kubeadm's member had the same peer URL and the default token)."""
     if not KUBECTL:
         pytest.skip("the real kubectl is not in .build/bin: run bash tests/tools/fetch_k8s_clients.sh")
     assert kubectl(cp, "create", "configmap", "before", "-n", "default").returncode == 0
     assert run(cp, "etcdctl", *CERTS, "snapshot", "save", "/backup.db").returncode == 0
     assert kubectl(cp, "create", "configmap", "after", "-n", "default").returncode == 0
-    old_id = json.loads(run(cp, "etcdctl", *CERTS, "member", "list", "-w", "json").stdout)["members"][0]["ID"]
     manifests, held = cp.root / "etc/kubernetes/manifests", cp.root / "etc/kubernetes/manifests.held"
     shutil.move(manifests, held)  # the static pods stop
     shutil.rmtree(cp.root / "var/lib/etcd/member")  # the fault: the member's data is lost
@@ -127,7 +217,8 @@ def test_a_lost_data_dir_is_restored_from_a_snapshot(cp):
     assert [line.split("\t")[3] for line in restored.stderr.splitlines()] == [
         line.split("\t")[3] for line in (RECORDED / "snapshot-restore.stderr").read_text().splitlines()]
     assert sorted(str(p.relative_to(cp.root / "var/lib/etcd-restored")) for p in (cp.root / "var/lib/etcd-restored").rglob("*") if p.is_file()) == \
-        ["member/snap/0000000000000001-0000000000000001.snap", "member/snap/db", "member/wal/0000000000000000-0000000000000000.wal"]
+        ["member/lab-membership.json", "member/snap/0000000000000001-0000000000000001.snap", "member/snap/db",
+         "member/wal/0000000000000000-0000000000000000.wal"]
     shutil.rmtree(cp.root / "var/lib/etcd")
     shutil.move(cp.root / "var/lib/etcd-restored", cp.root / "var/lib/etcd")
     shutil.move(held, manifests)  # kubelet starts etcd and the API server again
@@ -135,7 +226,9 @@ def test_a_lost_data_dir_is_restored_from_a_snapshot(cp):
     names = api_answers(cp)[1]
     assert "configmap/before" in names.split() and "configmap/after" not in names.split()
     members = json.loads(run(cp, "etcdctl", *CERTS, "member", "list", "-w", "json").stdout)["members"]
-    assert [member["name"] for member in members] == ["etc-cp1"] and members[0]["ID"] != old_id
+    etcd_member = import_double("etcd_member")
+    assert [member["name"] for member in members] == ["etc-cp1"]
+    assert members[0]["ID"] == etcd_member.member_id({"peerURLs": ["https://127.0.0.1:2380"]}, "etcd-cluster")
     assert members[0]["peerURLs"] == ["https://127.0.0.1:2380"]
 
 

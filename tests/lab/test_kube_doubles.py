@@ -259,16 +259,27 @@ def test_tokens_are_listed_and_secrets_need_an_admin(clusters):
     assert denied.returncode == 1 and 'User "system:node:dc1-gpu1" cannot list resource "secrets"' in denied.stderr
 
 
-def control_plane_join_config(node, port, token, ca_hash, certificate_key, taints=None):
-    """A JoinConfiguration for `kubeadm join` of a second control plane; taints None leaves the field out (nil)."""
+def control_plane_join_config(node, port, token, ca_hash, certificate_key, taints=None, address="127.0.0.1"):
+    """A JoinConfiguration for `kubeadm join` of a second control plane; taints None leaves the field out (nil). The address is its
+    etcd member's (https://<address>:2380): each control plane of a cluster has its own, as on real servers (a joined control
+    plane serves nothing there)."""
     (document,) = join_config(node, port, token, ca_hash)
     del document["nodeRegistration"]["kubeletExtraArgs"]
     if taints is None:
         del document["nodeRegistration"]["taints"]
     else:
         document["nodeRegistration"]["taints"] = taints
-    document["controlPlane"] = {"localAPIEndpoint": {"advertiseAddress": "127.0.0.1", "bindPort": free_port()}, "certificateKey": certificate_key}
+    document["controlPlane"] = {"localAPIEndpoint": {"advertiseAddress": address, "bindPort": free_port()}, "certificateKey": certificate_key}
     return [document]
+
+
+def etcd_members(cluster):
+    """{name: peer URL} of `etcdctl member list -w json` on the cluster's first control plane, where the lab's etcd is."""
+    cp = cluster["cp"]
+    if not (cp.bin / "etcdctl").exists():  # the same zip application, linked under its name as etcd-client installs it
+        (cp.bin / "etcdctl").symlink_to(os.readlink(cp.bin / "kubeadm"))
+    listed = json.loads(cp.run("etcdctl", "--endpoints=https://127.0.0.1:2379", "member", "list", "-w", "json").stdout)
+    return {member["name"]: member["peerURLs"][0] for member in listed["members"]}
 
 
 def test_a_second_control_plane_joins_with_the_shared_certificates_and_its_taint(clusters):
@@ -288,8 +299,13 @@ def test_a_second_control_plane_joins_with_the_shared_certificates_and_its_taint
     # No taints field: kubeadm gives the control plane its taint, as init does.
     second = Node(dc1["cp"].root.parent, "dc1-cp2")
     clusters["nodes"].append(second)
-    joined = second.run("kubeadm", "join", "--config", second.config("join.yaml", control_plane_join_config(second, dc1["port"], token, dc1["hash"], key)))
+    joined = second.run("kubeadm", "join", "--config", second.config("join.yaml", control_plane_join_config(
+        second, dc1["port"], token, dc1["hash"], key, address="127.0.0.2")))
     assert "a new control plane instance was created" in joined.stdout
+    # kubeadm's control-plane-join etcd phase: the node's etcd member added to the cluster, named after the node.
+    assert ('[etcd] Announced new etcd member joining to the existing etcd cluster\n[etcd] Creating static Pod manifest for "etcd"\n'
+            "[etcd] Waiting for the new etcd member to join the cluster. This can take up to 40s\n[mark-control-plane]") in joined.stdout
+    assert etcd_members(dc1) == {"dc1-cp1": "https://127.0.0.1:2380", "dc1-cp2": "https://127.0.0.2:2380"}
     for shared in ("ca.crt", "ca.key", "sa.key", "front-proxy-ca.key", "etcd/ca.key"):
         assert (second.root / "etc/kubernetes/pki" / shared).read_bytes() == (dc1["cp"].root / "etc/kubernetes/pki" / shared).read_bytes()
     assert (second.root / "etc/kubernetes/manifests/kube-apiserver.yaml").is_file() and (second.root / "etc/kubernetes/pki/apiserver.crt").is_file()
@@ -303,9 +319,16 @@ def test_a_second_control_plane_joins_with_the_shared_certificates_and_its_taint
     # An empty list is no taint at all (kubeadm v1beta4), which is why the collection leaves the field out.
     third = Node(dc1["cp"].root.parent, "dc1-cp3")
     clusters["nodes"].append(third)
-    third.run("kubeadm", "join", "--config", third.config("join.yaml", control_plane_join_config(third, dc1["port"], token, dc1["hash"], key, taints=[])))
+    third.run("kubeadm", "join", "--config", third.config("join.yaml", control_plane_join_config(
+        third, dc1["port"], token, dc1["hash"], key, taints=[], address="127.0.0.3")))
     node = kubectl_json(dc1, "get", "node", "dc1-cp3")
     assert node["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] == "" and not node["spec"].get("taints")
+    assert set(etcd_members(dc1)) == {"dc1-cp1", "dc1-cp2", "dc1-cp3"}
+
+    # kubeadm reset's remove-etcd-member phase takes the node's member out (silently, as kubeadm prints it at -v=1 only).
+    reset = third.run("kubeadm", "reset", "--force")
+    assert "[reset] Deleted contents of the etcd data directory: /var/lib/etcd" in reset.stdout and "Failed to remove etcd member" not in reset.stderr
+    assert etcd_members(dc1) == {"dc1-cp1": "https://127.0.0.1:2380", "dc1-cp2": "https://127.0.0.2:2380"}
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ LAYERS = {"core": 0, "versions": 0, "pki": 1, "client": 1, "store": 2, "patch": 
           "resources": 3, "workloads": 3, "api_controllers": 3, "api_access": 3, "rbac": 3, "api_read": 3, "api_write": 3,
           "api_delete": 3, "apiserver": 3, "daemonsets": 4, "pods": 4, "device_plugin": 5, "mig_parted": 5, "mig_manager": 5,
           "kubelet": 6, "kubeadm_config": 6, "kubeadm_files": 6, "kubeadm": 6, "kubeadm_upgrade": 6, "etcdctl": 6, "etcdutl": 6, "etcd_member": 2,
-          "static_pods": 6, "kubeadm_certs": 6, "kubeadm_reset": 6, "cli": 7, "__init__": 0, "__main__": 7}
+          "static_pods": 6, "kubeadm_certs": 6, "kubeadm_reset": 6, "kubeadm_etcd": 6, "cli": 7, "__init__": 0, "__main__": 7}
 HANDLER_PARTS = ("api_access", "api_read", "api_write", "api_delete", "api_controllers")
 
 core = import_double("core")

@@ -18,6 +18,7 @@ from kube_double.api_delete import Deletes
 from kube_double.api_read import Reads, Watch
 from kube_double.api_write import Writes
 from kube_double.core import ApiError, CLUSTER_ADMINS, LabError, path, status_error
+from kube_double.etcd_member import ETCD_MEMBERS, MembershipError, add_member, changing_membership, member_list_json, membership, remove_member
 from kube_double.protobuf import decode_protobuf
 from kube_double.resources import all_resources
 from kube_double.store import Store, valid_tokens
@@ -108,6 +109,10 @@ class ApiHandler(Access, Reads, Writes, Deletes, ControllerViews, http.server.Ba
         if url == "/version":
             major, minor = self.served_version.split(".")[:2]
             return 200, {"major": major, "minor": minor, "gitVersion": "v" + self.served_version, "platform": "linux/amd64"}
+        if url == ETCD_MEMBERS or url.startswith(ETCD_MEMBERS + "/"):
+            if not admin:
+                return self.forbidden(user, method, None, None, url)
+            return self.etcd_members(method, url[len(ETCD_MEMBERS) + 1:])
         authenticated = user != "system:anonymous"
         if method == "GET" and (url in ("/api", "/api/v1", "/apis") or re.fullmatch(r"/apis/[^/]+(?:/[^/]+)?", url) or url.startswith("/openapi/")):
             if not authenticated:
@@ -125,6 +130,26 @@ class ApiHandler(Access, Reads, Writes, Deletes, ControllerViews, http.server.Ba
             if resource.kind == "CertificateSigningRequest" and method == "POST":
                 return self.csr(self.body(), user)
             return self.serve(method, resource, namespace, name, sub, user, admin)
+
+    def etcd_members(self, method, member):
+        """The lab's stand-in for the etcd client API that kubeadm's join and reset reach the other members through (MemberList,
+        MemberAdd, MemberRemove), for control planes that run no etcd of their own (README.md, "etcd")."""
+        try:
+            with self.store.lock:
+                if method == "GET" and not member:
+                    return 200, member_list_json(membership(self.store.data))
+                if method == "POST" and not member:
+                    wanted = self.body()
+                    with changing_membership(self.store.data) as current:
+                        added = add_member(current, wanted["name"], wanted["peerURLs"], wanted.get("clientURLs", []))
+                    return 201, dict(member_list_json(current), member=added)
+                if method == "DELETE" and member:
+                    with changing_membership(self.store.data) as current:
+                        remove_member(current, int(member, 16))
+                    return 200, member_list_json(current)
+        except MembershipError as error:
+            return status_error(error.code, "Conflict" if error.code == 409 else "NotFound", str(error))
+        return status_error(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
     def resolve(self, url, resources):
         """(resource, namespace, name, subresource) for a resource path, or None."""

@@ -1,15 +1,21 @@
-"""The double's etcd member on the first control plane, as etcdctl and etcdutl see it: its membership (the one member kubeadm's
-local etcd starts with, or the members a restore wrote), what `etcdutl snapshot status` reads from a snapshot, and the two log
-formats etcd's tools print (zap JSON lines from etcdctl, zap console lines from etcdutl). Recorded real outputs of etcd 3.5.1:
-tests/lab/fixtures/etcd-3.5.1 (etcd 3.6 adds the snapshot's storage version to `snapshot status`)."""
+"""The double's etcd member on the first control plane, as etcdctl and etcdutl see it: its cluster's membership (the member
+kubeadm init starts, the members a restore wrote, those a control-plane join added and those removed since), what `etcdutl
+snapshot status` reads from a snapshot, and the two log formats etcd's tools print (zap JSON lines from etcdctl, zap console
+lines from etcdutl). Recorded real outputs of etcd 3.5.1: tests/lab/fixtures/etcd-3.5.1 (etcd 3.6 adds the snapshot's storage
+version to `snapshot status`)."""
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
 import socket
 import sys
+import time
 import zlib
 
-from kube_double.core import Fail, node_address, now
+from kube_double.core import Fail, node_address, now, path, read_file, write_file
+from kube_double.store import ETCD_DATA_DIR
 
 
 # The storage version etcd 3.6 writes into its database (`etcdutl snapshot status`'s VERSION).
@@ -30,19 +36,98 @@ def member_id(member, token=CLUSTER_TOKEN):
     return int.from_bytes(digest[:8], "big")
 
 
-def cluster_id(members):
+def cluster_id(members, token=CLUSTER_TOKEN):
     """etcd's RaftCluster.genID: the member IDs' bytes hashed together."""
-    digest = hashlib.sha1(b"".join(member_id(member).to_bytes(8, "big") for member in sorted(members, key=member_id))).digest()
+    digest = hashlib.sha1(b"".join(ident.to_bytes(8, "big") for ident in sorted(member_id(member, token) for member in members))).digest()
     return int.from_bytes(digest[:8], "big")
 
 
-def members_of(data):
-    """The members the store holds (written by a restore), else the one member kubeadm init started."""
-    local = default_member()
-    members = data.get("etcd", {}).get("members") or [local]
-    # A restored member publishes its client URLs when it starts (--advertise-client-urls); a restore knows only peer URLs.
-    return [dict(member, clientURLs=member["clientURLs"] or (local["clientURLs"] if member["name"] == local["name"] else []))
-            for member in members]
+# The cluster's membership, in the data directory beside the store: a real member keeps it in its database and WAL; the double
+# keeps it apart from the store, which the API server holds in memory and writes whole, so that a member added or removed
+# while the API server runs is never overwritten by its next write.
+MEMBERSHIP = "member/lab-membership.json"
+MEMBERSHIP_LOCK = "member/lab-membership.lock"
+# The API server's lab path to the membership (admins only), for the control planes that run no member of their own: GET lists,
+# POST adds {name, peerURLs, clientURLs}, DELETE <path>/<ID in hex> removes.
+ETCD_MEMBERS = "/lab-double/etcd/members"
+
+
+class MembershipError(Exception):
+    """What etcd answers to a membership change it refuses (`etcdserver: member not found`), and the HTTP status the lab path
+    on the double's API server answers it with."""
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = code
+
+
+def new_membership(members, local_name, token=CLUSTER_TOKEN):
+    """The membership of a new cluster (kubeadm init's member, or a restore's --initial-cluster): IDs from the peer URLs and the
+    cluster token, the cluster ID from them; `local` is the member this data directory belongs to (etcd's header member_id)."""
+    members = [{"ID": member_id(member, token), "name": member["name"], "peerURLs": member["peerURLs"], "clientURLs": member["clientURLs"],
+                "isLearner": False} for member in members]
+    local = next((member["ID"] for member in members if member["name"] == local_name), members[0]["ID"])
+    return {"clusterID": cluster_id(members, token), "local": local, "members": members}
+
+
+def write_membership(membership, data_dir=ETCD_DATA_DIR):
+    write_file(f"{data_dir}/{MEMBERSHIP}", json.dumps(membership, sort_keys=True), 0o600)
+
+
+def membership(data, data_dir=ETCD_DATA_DIR):
+    """The cluster's membership: the file beside the store, else (a data directory from before it was kept) the members a restore
+    wrote into the store, else the one member kubeadm's local etcd starts with. Members in etcd's order (by ID)."""
+    if os.path.exists(path(f"{data_dir}/{MEMBERSHIP}")):
+        current = json.loads(read_file(f"{data_dir}/{MEMBERSHIP}"))
+    else:
+        local = default_member()
+        current = new_membership(data.get("etcd", {}).get("members") or [local], local["name"], data.get("etcd", {}).get("clusterToken", CLUSTER_TOKEN))
+    for member in current["members"]:
+        if member["ID"] == current["local"] and not member["clientURLs"]:
+            # A restored member publishes its client URLs when it starts (--advertise-client-urls); a restore knows only peer URLs.
+            member["clientURLs"] = default_member()["clientURLs"]
+    current["members"].sort(key=lambda member: member["ID"])
+    return current
+
+
+@contextlib.contextmanager
+def changing_membership(data, data_dir=ETCD_DATA_DIR):
+    """The membership to change, written back when the block ends without an error: one change at a time across processes (the
+    API server's lab path for a joining or resetting control plane, etcdctl member remove on this node)."""
+    os.makedirs(path(f"{data_dir}/member"), exist_ok=True)
+    with open(path(f"{data_dir}/{MEMBERSHIP_LOCK}"), "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        current = membership(data, data_dir)
+        yield current
+        write_membership(current, data_dir)
+
+
+def add_member(current, name, peer_urls, client_urls):
+    """etcd's MemberAdd, as kubeadm's join calls it (as a learner, promoted once it has caught up: here at once): the new member's
+    ID from its peer URLs and the time (membership.computeMemberID with the time, no cluster name)."""
+    if any(url in member["peerURLs"] for member in current["members"] for url in peer_urls):
+        raise MembershipError("etcdserver: Peer URLs already exists", 409)
+    digest = hashlib.sha1(("".join(sorted(peer_urls)) + str(int(time.time()))).encode()).digest()
+    ident = int.from_bytes(digest[:8], "big")
+    added = {"ID": ident, "name": name, "peerURLs": peer_urls, "clientURLs": client_urls, "isLearner": False}
+    current["members"] = sorted(current["members"] + [added], key=lambda member: member["ID"])
+    return added
+
+
+def remove_member(current, ident):
+    """etcd's MemberRemove: an unknown ID is refused, and so is the last voting member (IsReadyToRemoveVotingMember)."""
+    if not any(member["ID"] == ident for member in current["members"]):
+        raise MembershipError("etcdserver: member not found", 404)
+    if len(current["members"]) == 1:
+        raise MembershipError("etcdserver: re-configuration failed due to not enough started members", 409)
+    current["members"] = [member for member in current["members"] if member["ID"] != ident]
+
+
+def member_list_json(current):
+    """`etcdctl member list -w json`'s document (and the lab path's answer on the API server)."""
+    return {"header": {"cluster_id": current["clusterID"], "member_id": current["local"], "raft_term": 2},
+            "members": [{"ID": member["ID"], "name": member["name"], "peerURLs": member["peerURLs"], "clientURLs": member["clientURLs"]}
+                        | ({"isLearner": True} if member.get("isLearner") else {}) for member in current["members"]]}
 
 
 def parse_snapshot(content):

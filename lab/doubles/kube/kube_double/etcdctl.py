@@ -1,14 +1,14 @@
-"""etcdctl version, snapshot save, member list and endpoint health, against the double's etcd member (the store on the first
-control plane, served while its static pod's manifest is in place: store.etcd_serving), with the lines etcdctl v3.6 prints
-(etcd's etcdctl/ctlv3/command and client/v3/snapshot: zap's JSON log lines on stderr, `Snapshot saved at <file>` on stdout;
-recorded real outputs in tests/lab/fixtures/etcd-3.5.1). The snapshot is the store's JSON, not a bbolt database."""
+"""etcdctl version, snapshot save, member list, member remove and endpoint health, against the double's etcd member (the store on
+the first control plane, served while its static pod's manifest is in place: store.etcd_serving), with the lines etcdctl v3.6
+prints (etcd's etcdctl/ctlv3/command and client/v3/snapshot: zap's JSON log lines on stderr, `Snapshot saved at <file>` on
+stdout; recorded real outputs in tests/lab/fixtures/etcd-3.5.1). The snapshot is the store's JSON, not a bbolt database."""
 
 import json
 import os
 import time
 
 from kube_double.core import EXIT_LAB_ERROR, Fail, parse_flags, path, read_file, write_file
-from kube_double.etcd_member import cluster_id, human_size, member_id, members_of, table, zap_json
+from kube_double.etcd_member import MembershipError, changing_membership, human_size, member_list_json, membership, remove_member, table, zap_json
 from kube_double.store import STORE, etcd_serving
 
 
@@ -24,9 +24,9 @@ def etcdctl(arguments):
         print(f"etcdctl version: {ETCDCTL_VERSION}\nAPI version: 3.6")
         return 0
     command = tuple(positional[:2])
-    if command not in (("snapshot", "save"), ("member", "list"), ("endpoint", "health")):
-        raise Fail(f"etcdctl (lab double): `etcdctl {' '.join(command)}` is not modelled: version, snapshot save, member list, endpoint health",
-                   EXIT_LAB_ERROR)
+    if command not in (("snapshot", "save"), ("member", "list"), ("member", "remove"), ("endpoint", "health")):
+        raise Fail(f"etcdctl (lab double): `etcdctl {' '.join(command)}` is not modelled: version, snapshot save, member list, member remove, "
+                   "endpoint health", EXIT_LAB_ERROR)
     for flag in ("--cacert", "--cert", "--key"):
         if flag in flags and not os.path.exists(path(flags[flag])):
             raise Fail(f"Error: open {flags[flag]}: no such file or directory")
@@ -36,6 +36,8 @@ def etcdctl(arguments):
         return snapshot_save(positional, endpoint)
     if command == ("endpoint", "health"):
         return endpoint_health(endpoint, write_out)
+    if command == ("member", "remove"):
+        return member_remove(positional[2:], endpoint)
     return member_list(endpoint, write_out)
 
 
@@ -88,17 +90,38 @@ def member_list(endpoint, write_out):
     if not etcd_serving():
         unreachable(endpoint)
         raise Fail("Error: context deadline exceeded")
-    members = members_of(json.loads(read_file(STORE)))
+    listed = member_list_json(membership(json.loads(read_file(STORE))))
     if write_out == "json":
-        ids = [member_id(member) for member in members]
-        print(json.dumps({"header": {"cluster_id": cluster_id(members), "member_id": ids[0], "raft_term": 2},
-                          "members": [{"ID": ident, "name": member["name"], "peerURLs": member["peerURLs"], "clientURLs": member["clientURLs"]}
-                                      for ident, member in zip(ids, members)]}, separators=(",", ":")))
+        print(json.dumps(listed, separators=(",", ":")))
         return 0
-    rows = [[f"{member_id(member):x}", "started", member["name"], ",".join(member["peerURLs"]), ",".join(member["clientURLs"]), "false"]
-            for member in members]
+    rows = [[f"{member['ID']:x}", "started" if member["name"] else "unstarted", member["name"], ",".join(member["peerURLs"]),
+             ",".join(member["clientURLs"]), "true" if member.get("isLearner") else "false"] for member in listed["members"]]
     if write_out == "table":
         print(table(["ID", "STATUS", "NAME", "PEER ADDRS", "CLIENT ADDRS", "IS LEARNER"], rows))
     else:
         print("\n".join(", ".join(row) for row in rows))
+    return 0
+
+
+def member_remove(arguments, endpoint):
+    """etcdctl member remove <ID in hex>: `Member <id> removed from cluster <cluster id>` (both as Go's %16x, padded with spaces),
+    or etcd's refusal after the client's retry warning. Bad arguments exit 128 (cobrautl.ExitBadArgs), as the real one."""
+    if not arguments:
+        raise Fail("Error: member ID is not provided", 128)
+    try:
+        ident = int(arguments[0], 16)
+    except ValueError:
+        raise Fail(f'Error: bad member ID arg (strconv.ParseUint: parsing "{arguments[0]}": invalid syntax), expecting ID in Hex', 128) from None
+    if not etcd_serving():
+        unreachable(endpoint)
+        raise Fail("Error: context deadline exceeded")
+    try:
+        with changing_membership(json.loads(read_file(STORE))) as current:
+            remove_member(current, ident)
+    except MembershipError as error:
+        code = "NotFound" if error.code == 404 else "Unknown"
+        zap_json("v3@v3.6.4/retry_interceptor.go:65", "retrying of unary invoker failed", level="warn", logger="etcd-client",
+                 target=f"etcd-endpoints://{endpoint}", attempt=0, error=f"rpc error: code = {code} desc = {error}")
+        raise Fail(f"Error: {error}") from None
+    print(f"Member {ident:16x} removed from cluster {current['clusterID']:16x}")
     return 0

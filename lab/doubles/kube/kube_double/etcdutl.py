@@ -1,13 +1,14 @@
 """etcdutl snapshot status and snapshot restore (etcd's etcdutl/etcdutl/snapshot_command.go and etcdutl/snapshot/v3_snapshot.go),
 on the double's snapshots (the store's JSON, as `etcdctl snapshot save` writes them) with the output of the real tool: recorded
 samples in tests/lab/fixtures/etcd-3.5.1. A restore writes a new data directory whose store holds the snapshot's objects and
-the members of --initial-cluster, as a real restore trims the old membership and adds the new one."""
+whose membership is --initial-cluster's, as a real restore trims the old membership and adds the new one."""
 
 import json
 import os
 
 from kube_double.core import EXIT_LAB_ERROR, Fail, parse_flags, path, read_file, write_file
-from kube_double.etcd_member import cluster_id, human_size, member_id, parse_snapshot, snapshot_status, table, zap_console
+from kube_double.etcd_member import (
+    cluster_id, human_size, member_id, new_membership, parse_snapshot, snapshot_status, table, write_membership, zap_console)
 
 
 RESTORE_FLAGS = {"--data-dir", "--wal-dir", "--name", "--initial-cluster", "--initial-cluster-token", "--initial-advertise-peer-urls"}
@@ -67,13 +68,15 @@ def restore(snapshot, flags):
     places = {"path": snapshot, "wal-dir": wal_dir, "data-dir": data_dir, "snap-dir": f"{data_dir}/member/snap"}
     zap_console("snapshot/v3_snapshot.go:251", "restoring snapshot", **places)
     data = parse_snapshot(read_file(snapshot))
-    data["etcd"] = {"members": list(members.values()), "clusterToken": flags.get("--initial-cluster-token", "etcd-cluster")}
+    token = flags.get("--initial-cluster-token", "etcd-cluster")
+    data["etcd"] = {"members": list(members.values()), "clusterToken": token}
     zap_console("membership/store.go:141", "Trimming membership information from the backend...")
-    cluster = f"{cluster_id(list(members.values())):x}"
+    cluster = f"{cluster_id(list(members.values()), token):x}"
     for member in members.values():
-        added = {"cluster-id": cluster, "local-member-id": "0", "added-peer-id": f"{member_id(member):x}", "added-peer-peer-urls": member["peerURLs"]}
+        added = {"cluster-id": cluster, "local-member-id": "0", "added-peer-id": f"{member_id(member, token):x}", "added-peer-peer-urls": member["peerURLs"]}
         zap_console("membership/cluster.go:421", "added member", **added)
     write_file(f"{target}/member/snap/db", json.dumps(data, sort_keys=True), 0o600)
+    write_membership(new_membership(list(members.values()), name, token), target)
     write_file(f"{target}/member/snap/0000000000000001-0000000000000001.snap", "", 0o600)
     write_file(f"{os.path.abspath(wal_dir)}/0000000000000000-0000000000000000.wal", "", 0o600)
     os.chmod(path(target), 0o700)

@@ -16,7 +16,9 @@ import yaml
 from kube_double.client import Client
 from kube_double.core import (
     EXIT_LAB_ERROR, Fail, KUBEADM_API, TOKEN_RE, b64, node_address, now, parse_flags, parse_rfc3339, path, read_file, swap_on, unb64, version, write_file)
+from kube_double.etcd_member import new_membership, write_membership
 from kube_double.kubeadm_config import load_config
+from kube_double.kubeadm_etcd import client_url, join_member, peer_url
 from kube_double.kubeadm_upgrade import upgrade
 from kube_double.kubeadm_certs import certs
 from kube_double.kubeadm_reset import reset
@@ -120,6 +122,8 @@ def init(arguments):
         store["objects"]["secrets"][f"kube-system/{secret['metadata']['name']}"] = secret
         printed_tokens.append(unb64(secret["data"]["token-id"]) + "." + unb64(secret["data"]["token-secret"]))
     write_store(store)
+    # The local etcd's one member, as kubeadm starts it: --name=<node name>, --initial-advertise-peer-urls=https://<address>:2380.
+    write_membership(new_membership([{"name": name, "peerURLs": [peer_url(address)], "clientURLs": [client_url(address)]}], name))
 
     print("[kubelet-start] Starting the kubelet")
     restart_kubelet()
@@ -274,7 +278,7 @@ def join(arguments):
     registration = dict(registration, taints=registration_taints(registration, control_plane=bool(control_plane)))
     bootstrap = Client(cluster_server, ca_pem, token=token_string)
     if control_plane:
-        prepare_control_plane(bootstrap, name, control_plane, control_plane.get("certificateKey") or flags.get("--certificate-key"), ca_pem)
+        address = prepare_control_plane(bootstrap, name, control_plane, control_plane.get("certificateKey") or flags.get("--certificate-key"), ca_pem)
     write_file("/etc/kubernetes/pki/ca.crt", ca_pem)
     write_file("/etc/kubernetes/bootstrap-kubelet.conf", kubeconfig("kubernetes", cluster_server, ca_pem, "tls-bootstrap-token-user", token=token_string),
                0o600)
@@ -305,8 +309,9 @@ def join(arguments):
     wait_for(lambda: node_client.request("GET", f"/api/v1/nodes/{name}")[0] == 200, 120,
              f"error execution phase kubelet-start: timed out waiting for the node {name} to register")
     if control_plane:
-        print("[control-plane-join] Using etcd of the first control plane (lab double: the member is not added)")
-        mark_control_plane(Client.from_kubeconfig("/etc/kubernetes/admin.conf", timeout=5), name, registration["taints"])
+        admin = Client.from_kubeconfig("/etc/kubernetes/admin.conf", timeout=5)
+        join_member(admin, name, address)
+        mark_control_plane(admin, name, registration["taints"])
         print("\nThis node has joined the cluster and a new control plane instance was created:\n\n"
               "* Certificate signing request was sent to apiserver and approval was received.\n"
               "* The Kubelet was informed of the new secure connection details.\n"
@@ -320,7 +325,7 @@ def join(arguments):
 def prepare_control_plane(bootstrap, name, control_plane, certificate_key, ca_pem):
     """The control-plane-prepare phases of `join --control-plane`: the shared certificates from the kubeadm-certs Secret,
     this node's own certificates and kubeconfigs, and its static pod manifests (kubelet does not serve a second API: the
-    lab's cluster keeps one API server and one etcd, on the first control plane)."""
+    lab's cluster keeps one API server and one etcd store, on the first control plane). Returns the node's advertise address."""
     if not certificate_key:
         raise Fail("error execution phase control-plane-prepare/download-certs: the certificate key is required for a control-plane join "
                    "(controlPlane.certificateKey or --certificate-key)")
@@ -357,6 +362,7 @@ def prepare_control_plane(bootstrap, name, control_plane, certificate_key, ca_pe
                                     ("admin.conf", "controller-manager.conf", "scheduler.conf"))
     print("[control-plane] Using manifest folder \"/etc/kubernetes/manifests\"")
     write_manifests(cluster, address, port, service_subnet, networking.get("podSubnet", ""))
+    return address
 
 
 def token(arguments):
