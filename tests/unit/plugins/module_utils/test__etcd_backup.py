@@ -142,7 +142,8 @@ S3 = {"s3_target": "etcdbackup/etcd-snapshots/dc1", "mc": "mc", "mc_host": "http
 
 
 def test_each_verified_snapshot_is_copied_off_once_status_after_snapshot(tmp_path, monkeypatch):
-    monkeypatch.delenv("MC_HOST_etcdbackup", raising=False)
+    # Set (to nothing) through monkeypatch, so that what the round sets is undone after the test.
+    monkeypatch.setenv("MC_HOST_etcdbackup", "")
     fake = FakeEtcdAndS3()
     first = run_backup(config(tmp_path, **S3), fake, clock=lambda: T0)
     assert first["ok"] and first["copy_error"] is None and first["copied"] == ["etcd-snapshot-20260528T202640Z.db"]
@@ -158,7 +159,8 @@ def test_each_verified_snapshot_is_copied_off_once_status_after_snapshot(tmp_pat
 
 
 def test_a_failed_copy_fails_the_round_masks_the_keys_and_is_tried_again(tmp_path, monkeypatch):
-    monkeypatch.delenv("MC_HOST_etcdbackup", raising=False)
+    # Set (to nothing) through monkeypatch, so that what the round sets is undone after the test.
+    monkeypatch.setenv("MC_HOST_etcdbackup", "")
     run_backup(config(tmp_path, **S3), FakeEtcdAndS3(), clock=lambda: T0)
     down = FakeEtcdAndS3(s3_down=True)
     result = run_backup(config(tmp_path, **S3), down, clock=lambda: T0 + 3600)
