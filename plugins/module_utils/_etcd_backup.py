@@ -8,8 +8,8 @@ One round (``run_backup``): ``etcdctl snapshot save`` with the cluster's etcd cl
 ``etcdutl snapshot status -w json`` on the file (a snapshot that does not verify is deleted), the status kept beside it as
 ``<snapshot>.json`` (only snapshots with one count as verified), all but the newest ``keep`` verified snapshots deleted, and
 node-exporter textfile metrics written from the directory, so that a failed round leaves the last success's timestamp and
-the age grows. With an S3 target (``s3_target``, ``ALIAS/BUCKET[/PREFIX]``, the alias's endpoint and keys in the
-``MC_HOST_<ALIAS>`` environment variable the timer's unit reads from a root-only file), every kept verified snapshot that has
+the age grows. With an S3 target (``s3_target``, ``ALIAS/BUCKET[/PREFIX]``; the alias's endpoint and keys, ``mc_host``, go
+from the root-only configuration into mc's ``MC_HOST_<ALIAS>`` environment variable), every kept verified snapshot that has
 no copy yet is copied off the node with the MinIO client (``mc cp``), its status after it, and marked ``<snapshot>.copied``;
 a copy that failed is tried again at the next round. The role installs this file (standard library only) beside the timer's
 program, which calls ``command``."""
