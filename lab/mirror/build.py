@@ -80,8 +80,10 @@ def check_spec(path: Path, spec: object) -> None:
     if path.stem != spec['name']:
         raise SpecError(f'{path}: the file must be named after the package ({spec["name"]}.yml).')
     for entry in spec['files']:
+        if entry.get('directory') and 'dest' in entry and 'src' not in entry and 'content' not in entry:
+            continue
         if 'dest' not in entry or ('src' in entry) == ('content' in entry):
-            raise SpecError(f'{path}: each file needs `dest` and exactly one of `src` or `content`.')
+            raise SpecError(f'{path}: each file needs `dest` and exactly one of `src` or `content` (or `directory: true`).')
         if 'src' in entry and not ((LAB_DIR / entry['src']).is_file() or (LAB_DIR / entry['src'] / '__main__.py').is_file()):
             raise SpecError(f'{path}: {entry["src"]} is neither a file nor a Python package with a __main__.py under lab/.')
 
@@ -117,6 +119,11 @@ def build_deb(spec: dict, version: str, pool: Path) -> Path:
         root = Path(staging_dir)
         for entry in spec['files']:
             target = root / entry['dest'].lstrip('/')
+            if entry.get('directory'):
+                # An empty directory the real package ships (kubelet's /etc/kubernetes/manifests).
+                target.mkdir(parents=True, exist_ok=True)
+                target.chmod(int(str(entry.get('mode', '0755')), 8))
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             if 'src' in entry:
                 target.write_bytes(installed_content(LAB_DIR / entry['src']))

@@ -4,15 +4,13 @@
 
 from __future__ import annotations
 
-import tomllib
-
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.onprem.gpu.plugins.module_utils._container_runtime import (
     cdi_problems,
     offers_plan,
     preflight_problems,
-    verify_problems,
+    running_problems,
 )
 
 
@@ -41,18 +39,8 @@ def container_runtime_cdi(state, host):
 
 def container_runtime_verify(state, settings):
     """The problems of the running container runtime; parses the TOML of `containerd config dump` (version 2 or 3)."""
-    state = dict(_mapping(state, "container_runtime_facts' container_runtime", "container_runtime_verify"))
-    settings = _mapping(settings, "the role's settings", "container_runtime_verify")
-    containerd = dict(state.get("containerd") or {})
-    problems = []
-    try:
-        containerd["config"] = tomllib.loads(containerd.get("dump") or "")
-    except tomllib.TOMLDecodeError as error:
-        problems.append(f"containerd on {settings['host']} prints a configuration that is no TOML ({error})")
-    if containerd.get("dump_error"):
-        problems.append(f"`containerd config dump` fails on {settings['host']}: {containerd['dump_error']}")
-    state["containerd"] = containerd
-    return problems + verify_problems(state, settings)
+    return running_problems(_mapping(state, "container_runtime_facts' container_runtime", "container_runtime_verify"),
+                            _mapping(settings, "the role's settings", "container_runtime_verify"))
 
 
 class FilterModule:

@@ -196,6 +196,24 @@ def inspect(plan, settings, runner):
     }
 
 
+def verification_problems(plan, cache, settings, plan_summary, check_mode=False):
+    """Return the sentence saying that the cache is not what the role builds, or nothing when it is.
+
+    ``cache`` is what inspect read, ``plan_summary`` the module's sentence on the plan. The cache must be adopted and
+    mounted at the mount point, carry the cache's XFS with its label, and have exactly one fstab line, by that
+    filesystem's UUID with the settings' options. In check mode a cache that is not yet adopted and mounted is not
+    judged: the run that builds or mounts it was only reported.
+    """
+    adopted = plan["action"] == "adopt" and plan["mounted"]
+    if check_mode and not adopted:
+        return []
+    if adopted and cache["fstype"] == "xfs" and cache["label"] == settings.label and cache["fstab"] == [fstab_line(cache["uuid"], settings)]:
+        return []
+    return [
+        f"{settings.host}: the cache is not what the role builds ({plan_summary}; mounted at {settings.mount_point}: {plan['mounted']}; {cache})."
+    ]
+
+
 def apply(plan, settings, runner, check_mode=False):
     """Bring the node to the plan; return the Outcome. Raises ApplyError before a step that must not be taken."""
     outcome = Outcome()

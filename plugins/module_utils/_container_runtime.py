@@ -6,7 +6,8 @@
 in configuration version 2 (containerd 1.x) and 3 (2.x), and the CDI devices a node's GPUs must have.
 
 Plain Python without Ansible imports. The parsers of command output run on managed nodes (Python 3.8+);
-the judgements run on the controller, from the filters in plugins/filter/container_runtime.py.
+the judgements run on the controller, from the filters in plugins/filter/container_runtime.py and the
+container_runtime_facts action (check=verify), or in the module where they need nothing newer (preflight, offers).
 """
 
 from __future__ import annotations
@@ -297,13 +298,15 @@ def offers_plan(state, settings):
 
 
 def judgement(check, state, settings):
-    """``(problems, plan)`` of the role's ``check`` (``preflight`` or ``offers``) on what container_runtime_facts read.
+    """``(problems, plan)`` of the role's ``check`` (``preflight``, ``offers`` or ``verify``) on what container_runtime_facts read.
 
     ``plan`` is offers_plan's for ``offers``, else None: the module judges in the same task that reads, so that a no-op run
-    pays for one task where it paid for a read and an assert.
+    pays for one task where it paid for a read and an assert. ``verify`` parses TOML: on the controller only (running_problems).
     """
     if check == "preflight":
         return preflight_problems(state, settings), None
+    if check == "verify":
+        return running_problems(state, settings), None
     plan = offers_plan(state, settings)
     return plan["problems"], plan
 
@@ -336,6 +339,28 @@ def verify_problems(state, settings):
             problems.append(f"{host}: not held: {', '.join(unheld)}")
         problems += [problem + "; refresh them with `systemctl restart nvidia-cdi-refresh.service`" for problem in cdi_problems(state, host)]
     return problems
+
+
+def running_problems(state, settings):
+    """verify_problems on what container_runtime_facts read, with the TOML of ``containerd config dump`` (version 2 or 3)
+    parsed first; a dump that fails or is no TOML is a problem too.
+
+    tomllib is Python 3.11's, which the controller has and managed nodes may lack (Ubuntu 22.04 runs 3.10, EL 9 3.9):
+    this runs on the controller, in the container_runtime_verify filter and the container_runtime_facts action.
+    """
+    import tomllib  # pylint: disable=import-outside-toplevel  # not at the top: the module imports this file on the node
+
+    state = dict(state)
+    containerd = dict(state.get("containerd") or {})
+    problems = []
+    try:
+        containerd["config"] = tomllib.loads(containerd.get("dump") or "")
+    except tomllib.TOMLDecodeError as error:
+        problems.append(f"containerd on {settings['host']} prints a configuration that is no TOML ({error})")
+    if containerd.get("dump_error"):
+        problems.append(f"`containerd config dump` fails on {settings['host']}: {containerd['dump_error']}")
+    state["containerd"] = containerd
+    return problems + verify_problems(state, settings)
 
 
 def _systemd_cgroup(cri, runtime):

@@ -15,6 +15,7 @@ import re
 from ansible_collections.onprem.gpu.plugins.module_utils import _acceptance as acceptance
 from ansible_collections.onprem.gpu.plugins.module_utils._kube_upgrade import parse_version, shown
 from ansible_collections.onprem.gpu.plugins.module_utils._os_release import is_debian_family
+from ansible_collections.onprem.gpu.plugins.module_utils._package_source import desired_files
 from ansible_collections.onprem.gpu.plugins.module_utils._validate import labels_problems
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -303,6 +304,36 @@ def preflight_problems(host: str, settings: dict, facts: dict | None = None, wan
         return problems
     # kube_node_facts asks the mirror only on a supported platform.
     return platform_problems(host, facts) or version_change_problems(host, facts, wanted or {}) or mirror_problems(host, facts, wanted or {})
+
+
+def repository_files(repository: dict, key: str) -> dict:
+    """{path: content} of the Kubernetes repository's key and source file as package_source writes them (the node's
+    ``install_files``), with ``key``, the signing key the mirror served (empty when none was read)."""
+    return desired_files("Debian", [repository], {repository["name"]: key or ""}, "")
+
+
+# What kube_node_facts judges in the task that reads (its ``check`` option): the preflight alone (the entry point
+# `preflight`), or the preflight and, on a node that lacks nothing, the verification (the entry point `main`).
+CHECKS = ("preflight", "preflight_and_verify")
+
+
+def judgement(check: str, host: str, settings: dict, facts: dict, wanted: dict) -> tuple[list[str], dict | None]:
+    """``(problems, work)`` of kube_node's ``check`` (one of CHECKS) on what kube_node_facts read.
+
+    ``wanted`` as node_work takes it; its ``install_files`` come from the key the same reading got (repository_files), so
+    the caller passes what it knows before the read. The problems are preflight_problems'; with ``preflight_and_verify``
+    and nothing to change (node_work empty), node_problems' too: the node is as the role would leave it, so this reading
+    is the verification (after changes, the role reads the node again and verifies that). ``work`` is node_work's, None
+    when the preflight found problems. The module judges in the task that reads, so that a no-op run pays for one task
+    where it paid for a read and two asserts.
+    """
+    problems = preflight_problems(host, settings, facts, wanted)
+    if problems:
+        return problems, None
+    work = node_work(facts, wanted)
+    if check == "preflight_and_verify" and not work["install"] + work["configure"]:
+        problems = node_problems(host, facts, wanted)
+    return problems, work
 
 
 def acceptance_pending_patch(node: dict, patch: dict | None, required: bool) -> dict | None:

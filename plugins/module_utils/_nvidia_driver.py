@@ -227,6 +227,9 @@ class Request:
     kernel_headers: list
     repo_key_url: str = ""
     repo_key_fingerprint: str = ""
+    # The GPUs the inventory declares (node_gpu_count x node_gpu_model): the running driver must show them. 0 and "" check nothing.
+    expected_gpu_count: int = 0
+    expected_gpu_model: str = ""
 
     @property
     def repository(self):
@@ -418,8 +421,24 @@ def offer_problems(platform, request, node):
     return problems
 
 
+def inventory_gpu_problems(request, node):
+    """The GPUs the running driver shows against those the inventory declares (request.expected_gpu_count x _model).
+
+    A driver that does not answer shows no GPU to judge; a count of 0 and an empty model check nothing. site.yml checked this
+    in a task after the role; the role's verification now does (verify_problems), on the no-op path and after a change alike.
+    """
+    count, model = request.expected_gpu_count, request.expected_gpu_model
+    names = [gpu.get("name", "") for gpu in node.gpus]
+    if not node.driver_loaded or ((not count or len(names) == count) and (not model or all(name == model for name in names))):
+        return []
+    declared = f"{count} x {model}" if count and model else f"{count} GPU(s)" if count else model
+    return [f"it shows {len(names)} GPU(s) ({', '.join(dict.fromkeys(names))}) where the inventory declares {declared}: "
+            "check for a GPU fallen off the bus (nvidia-smi -L, dmesg) or fix the inventory"]
+
+
 def verify_problems(platform, request, node):
-    """What is wrong with the node as it is, once the plan is applied; empty when it holds the pinned driver as configured."""
+    """What is wrong with the node as it is, once the plan is applied; empty when it holds the pinned driver as configured
+    and shows the GPUs the inventory declares."""
     packages = driver_packages(platform, request.branch, request.flavor, request.nvswitch)
     wanted = packages["boot"] + packages["tools"] + packages["fabric"]
     pattern = re.compile(managed_pattern(platform))
@@ -435,7 +454,7 @@ def verify_problems(platform, request, node):
     if leftovers:
         problems.append(f"still installed from another branch, flavour or board: {', '.join(leftovers)}")
     if pending:
-        return problems
+        return problems + inventory_gpu_problems(request, node)
     services = ([PERSISTENCED_SERVICE] if request.persistenced else []) + ([FABRICMANAGER_SERVICE] if request.nvswitch else [])
     down = [name for name in services if node.services.get(f"{name}.service", {}).get("ActiveState") != "active"
             or node.services.get(f"{name}.service", {}).get("UnitFileState") != "enabled"]
@@ -450,4 +469,4 @@ def verify_problems(platform, request, node):
         if off:
             problems.append(f"persistence mode is off on GPU {', '.join(off)} although nvidia-persistenced runs: its unit must not "
                             f"pass --no-persistence-mode ({PERSISTENCED_DROPIN} overrides it)")
-    return problems
+    return problems + inventory_gpu_problems(request, node)

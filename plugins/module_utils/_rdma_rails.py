@@ -6,8 +6,8 @@
 what is wrong with the rails once read, which firmware parameters differ, what NCCL must be told, and whether a new
 DOCA driver may be loaded by restarting openibd.
 
-Every problem is one sentence; the role asserts that the list is empty and prints it joined. No Ansible import: the
-rdma filters hand their inputs here.
+Every problem is one sentence; the role asserts that the list is empty and prints it joined, or rdma_facts fails with
+it (check=rails). No Ansible import: the rdma filters and rdma_facts hand their inputs here.
 """
 
 from __future__ import annotations
@@ -250,6 +250,12 @@ def rail_problems(rails, ports, host, management, allow_management_change):
     if carrying and not allow_management_change:
         problems.append(_management_problem(carrying, host))
     return problems
+
+
+def found_rail_problems(settings, ports):
+    """rail_problems of the rails as ``settings`` (the role's) resolve them through ``ports``: what rdma_facts judges
+    in the task that reads the ports (check=rails)."""
+    return rail_problems(resolve_rails(settings, ports), ports, settings["host"], settings["management"], settings["allow_management_change"])
 
 
 def verify_problems(rails, ports, qos, settings, unit=None):

@@ -17,11 +17,21 @@ description:
   - It changes nothing on the host but the package lists when O(update_cache) is set.
   - The results are raw enough to be judged on the controller by the C(onprem.gpu.container_runtime_*) filters;
     the TOML of C(containerd config dump) is parsed there.
+  - With O(check), it judges what it read in the same task, as the role does; V(verify) is judged by the module's
+    action plugin on the controller, whose Python parses TOML (the node's may be older than 3.11).
 author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
+  action:
+    support: full
+    details: The action plugin judges O(check=verify) on the controller; the module reads on the node.
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
   check_mode:
     support: full
     details: The module only reads (and refreshes the package lists); it runs the same way in check mode.
@@ -83,15 +93,19 @@ options:
       - Judge what was read as the container_runtime role does, in this same task, and fail with one sentence per problem
         (joined by C(; )) before any change. V(preflight) judges the platform, containerd's source and the signing keys of
         O(repositories); V(offers) judges what the package sources offer for O(packages) and returns RV(plan). Needs O(settings).
+      - V(verify) judges the running container runtime as the C(onprem.gpu.container_runtime_verify) filter does (containerd's
+        merged configuration, read with O(containerd), runs runc and the nvidia runtime with systemd cgroups, the daemon
+        answers on O(socket), O(packages) are held at the toolkit's version, the CDI devices match the GPUs). It is judged
+        on the controller, by the module's action plugin, once the module has read.
       - Empty judges nothing; the C(onprem.gpu.container_runtime_*) filters judge the same way on the controller.
     type: str
-    choices: ["", preflight, offers]
+    choices: ["", preflight, offers, verify]
     default: ""
   settings:
     description:
       - The role's settings that O(check) judges against (C(host), C(platform_supported), C(distribution), C(containerd_package),
-        C(containerd_version), C(manager), C(nvidia), C(toolkit_version), C(toolkit_packages) and the repositories' URLs), as
-        the role's C(__container_runtime_settings).
+        C(containerd_version), C(manager), C(nvidia), C(toolkit_version), C(toolkit_packages), the repositories' URLs, and for
+        V(verify) C(nvidia_runtime_binary) and C(socket)), as the role's C(__container_runtime_settings).
     type: dict
 notes:
   - Commands run with C(LC_ALL=C).
@@ -113,6 +127,15 @@ EXAMPLES = r"""
     fail_msg: "{{ problems | join('; ') }}."
   vars:
     problems: "{{ runtime['container_runtime'] | onprem.gpu.container_runtime_verify(settings) }}"
+
+- name: Read and check them in one task, as the container_runtime role verifies
+  onprem.gpu.container_runtime_facts:
+    containerd: true
+    packages: [nvidia-container-toolkit, nvidia-container-toolkit-base, libnvidia-container-tools, libnvidia-container1]
+    nvidia_smi: nvidia-smi
+    cdi_spec_file: /var/run/cdi/nvidia.yaml
+    check: verify
+    settings: "{{ settings }}"
 """
 
 RETURN = r"""
@@ -156,7 +179,7 @@ plan:
   returned: when O(check=offers)
   type: dict
 problems:
-  description: The problems O(check) found; the module failed on them.
+  description: The problems O(check) found; the task failed on them.
   returned: failed, when O(check) found problems
   type: list
   elements: str
@@ -273,10 +296,10 @@ def main():
             socket=dict(type="path", default="/run/containerd/containerd.sock"),
             nvidia_smi=dict(type="str", default=""),
             cdi_spec_file=dict(type="path", default=""),
-            check=dict(type="str", choices=["", "preflight", "offers"], default=""),
+            check=dict(type="str", choices=["", "preflight", "offers", "verify"], default=""),
             settings=dict(type="dict"),
         ),
-        required_if=[("check", "preflight", ["settings"]), ("check", "offers", ["settings"])],
+        required_if=[("check", "preflight", ["settings"]), ("check", "offers", ["settings"]), ("check", "verify", ["settings"])],
         supports_check_mode=True,
     )
     result = {}
@@ -290,7 +313,8 @@ def main():
         result["gpus"] = read_gpus(module)
     if module.params["cdi_spec_file"]:
         result["cdi"] = read_cdi(module)
-    if module.params["check"]:
+    # verify parses TOML, which the node's Python may not (tomllib is 3.11's): the action plugin judges it on the controller.
+    if module.params["check"] in ("preflight", "offers"):
         problems, plan = judgement(module.params["check"], result, module.params["settings"])
         extra = {} if plan is None else {"plan": plan}
         if problems:

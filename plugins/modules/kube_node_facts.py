@@ -18,7 +18,8 @@ description:
     offers check (the same as the internal package_source role's), which fetches the signing key and reads the repository
     through a private APT configuration, checking its signature, before any source file is written; the node's own package
     lists do not change.
-  - Changes nothing; the kube_node role compares the result with the inventory through the C(onprem.gpu.kube_node_*) filters.
+  - Changes nothing. With O(check) it judges what it read as the kube_node role does, in the same task (the same functions as
+    the C(onprem.gpu.kube_node_*) filters, which compare the result with the inventory on the controller).
 author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
@@ -96,6 +97,33 @@ options:
     description: The kubelet binary asked for its version; a bare name is looked up in E(PATH).
     type: str
     default: kubelet
+  check:
+    description:
+      - Judge what was read as the kube_node role does, in this same task, and fail with one sentence per problem (joined by
+        a space) before any change. Needs O(settings), O(host), O(wanted) and O(repository).
+      - V(preflight) judges the inventory, the platform, a version change that is not the role's and what the mirror offers
+        (the filter C(onprem.gpu.kube_node_preflight_problems)), and returns RV(work).
+      - V(preflight_and_verify) judges the same and, where RV(work) is empty (the node lacks nothing), verifies the node base
+        as read (the filter C(onprem.gpu.kube_node_problems)), that is the packages at O(version) and held, kubelet's version,
+        swap, the sysctls and kubelet's mounts. A node with work is verified by the role after its changes, on a new reading.
+      - Empty judges nothing; the C(onprem.gpu.kube_node_*) filters judge the same way on the controller.
+    type: str
+    choices: ["", preflight, preflight_and_verify]
+    default: ""
+  settings:
+    description: The node's inventory settings that O(check) judges, as the role's C(__kube_node_settings) (C(version), C(api_endpoint),
+      C(pools), C(labels), C(taints), C(datacenter), C(control_plane_datacenters), C(control_plane_group)).
+    type: dict
+  host:
+    description: The inventory name the problems of O(check) name.
+    type: str
+  wanted:
+    description:
+      - What the node base must be, as the role's C(__kube_node_wanted) (C(version), C(repo_url), C(key_url), C(packages),
+        C(configure_files), C(pin_file), C(sysctls), C(kernel_modules), C(swap_off), C(required_mounts), C(upgrade)).
+      - Its C(install_files), the key and source file of O(repository), are taken from the key this task reads, whatever
+        is given.
+    type: dict
 notes:
   - Every command runs with C(LC_ALL=C).
 """
@@ -114,6 +142,21 @@ EXAMPLES = r"""
       suites: [/]
       key_url: https://pkgs.k8s.io/core:/stable:/v1.35/deb/Release.key
     version: 1.35.4
+  register: node
+
+- name: Read the node and the mirror, and check them as the kube_node role does (the node verified if it lacks nothing)
+  onprem.gpu.kube_node_facts:
+    packages: [kubelet, kubeadm, kubectl]
+    sysctls: [net.ipv4.ip_forward]
+    kernel_modules: [overlay, br_netfilter]
+    files: [/etc/fstab]
+    units: [kubelet.service, swap.target]
+    repository: "{{ repository }}"
+    version: 1.35.4
+    check: preflight_and_verify
+    settings: "{{ __kube_node_settings }}"
+    host: "{{ inventory_hostname }}"
+    wanted: "{{ __kube_node_wanted }}"
   register: node
 """
 
@@ -173,6 +216,18 @@ key:
   description: The answer of the repository's key URL (C(status), C(msg)) and its C(content) as text.
   returned: when O(repository) is set, on Debian and Ubuntu
   type: dict
+work:
+  description:
+    - With O(check), what the node base lacks that the role changes, as the filter C(onprem.gpu.kube_node_work) says it
+      (C(install) and C(configure), one short phrase each, both empty on a node that needs nothing).
+  returned: when O(check) is set and found no problem
+  type: dict
+  sample: {install: [], configure: [enable kubelet]}
+problems:
+  description: The problems O(check) found, one sentence each; the module failed on them.
+  returned: failed, when O(check) found problems
+  type: list
+  elements: str
 """
 
 import os
@@ -182,8 +237,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
+    CHECKS,
+    judgement,
     parse_dpkg_query,
     parse_systemctl_show,
+    repository_files,
 )
 from ansible_collections.onprem.gpu.plugins.module_utils._os_release import is_debian_family, read_os_release
 from ansible_collections.onprem.gpu.plugins.module_utils._package_probe import REPOSITORY_OPTIONS, probe
@@ -217,7 +275,12 @@ def main():
             "repository": {"type": "dict", "options": REPOSITORY_OPTIONS},
             "version": {"type": "str", "default": ""},
             "kubelet": {"type": "str", "default": "kubelet"},
+            "check": {"type": "str", "choices": ["", *CHECKS], "default": ""},
+            "settings": {"type": "dict"},
+            "host": {"type": "str"},
+            "wanted": {"type": "dict"},
         },
+        required_if=[("check", check, ["settings", "host", "wanted", "repository"]) for check in CHECKS],
         supports_check_mode=True,
     )
     module.run_command_environ_update = {"LC_ALL": "C", "LANG": "C"}
@@ -264,6 +327,14 @@ def main():
         key = answer.pop("keys")[0]
         result["key"] = {"status": key["status"], "msg": key["msg"], "content": to_text(key["content"], errors="replace")}
         result["offers"] = answer
+    if params["check"]:
+        # The key and source the node must have are those of the key just read (the role's vars cannot template them
+        # before this task has run).
+        wanted = dict(params["wanted"], install_files=repository_files(params["repository"], result.get("key", {}).get("content", "")))
+        problems, work = judgement(params["check"], params["host"], params["settings"], result, wanted)
+        if problems:
+            module.fail_json(msg=" ".join(problems), problems=problems, **result)
+        result["work"] = work
     module.exit_json(**result)
 
 

@@ -121,6 +121,18 @@ options:
       - After the packages change, a driver that ran before may no longer answer (a version mismatch), so the reason is carried.
     type: str
     default: ""
+  expected_gpu_count:
+    description:
+      - The GPUs the inventory declares for the node; where the driver answers and shows another number, RV(verify_problems)
+        says so. V(0) checks no count.
+    type: int
+    default: 0
+  expected_gpu_model:
+    description:
+      - The GPU model the inventory declares, as C(nvidia-smi) names it; where the driver answers and shows a GPU of another
+        model, RV(verify_problems) says so. Empty checks no model.
+    type: str
+    default: ""
 seealso:
   - module: onprem.gpu.gpu_facts
 """
@@ -132,6 +144,8 @@ EXAMPLES = r"""
     version: 580.65.06
     gpu_model: NVIDIA H100 80GB HBM3
     nvswitch: true
+    expected_gpu_count: 8
+    expected_gpu_model: NVIDIA H100 80GB HBM3
   register: driver_plan
 
 - name: Stop on any problem
@@ -169,7 +183,10 @@ plan:
     changes: {description: Whether anything must change., type: bool, returned: success}
     verifiable: {description: "False in check mode when packages would change, so that there is nothing to verify yet.", type: bool, returned: success}
 verify_problems:
-  description: What is wrong with the node as it is now; empty when it holds the pinned driver as configured, or when RV(plan.verifiable) is false.
+  description:
+    - What is wrong with the node as it is now; empty when it holds the pinned driver as configured and, where the driver answers,
+      shows the GPUs of O(expected_gpu_count) and O(expected_gpu_model).
+    - When RV(plan.verifiable) is false, only the GPUs are judged (they are what the node shows now, in check mode too).
   returned: when the inputs, the platform and the driver repository could be read
   type: list
   elements: str
@@ -343,6 +360,8 @@ def main():
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             load_failure=dict(type="str", default=""),
             reboot_reason=dict(type="str", default=""),
+            expected_gpu_count=dict(type="int", default=0),
+            expected_gpu_model=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -369,6 +388,7 @@ def main():
         repo_components=params["repo_components"] or list(platform.repo_components),
         kernel_headers=params["kernel_headers_packages"] or driver.kernel_headers(platform, kernel),
         repo_key_url=params["repo_key_url"] or platform.key_url, repo_key_fingerprint=params["repo_key_fingerprint"],
+        expected_gpu_count=params["expected_gpu_count"], expected_gpu_model=params["expected_gpu_model"],
     )
     key, problem = fetch_key(module, request.repository)
     if problem:
@@ -401,7 +421,8 @@ def main():
         nvidia_driver_reboot_pending=bool(plan["reboot_reason"]), nvidia_driver_secure_boot=secure_boot, nvidia_driver_loaded=state.loaded,
         nvidia_driver_version=state.version, nvidia_driver_status=state.status, nvidia_gpus=state.gpus,
     )
-    verify = driver.verify_problems(platform, request, node) if plan["verifiable"] else []
+    # The GPUs shown are judged in check mode too, where the packages to verify would only change: they are there already.
+    verify = driver.verify_problems(platform, request, node) if plan["verifiable"] else driver.inventory_gpu_problems(request, node)
     managed = re.compile(driver.managed_pattern(platform))
     module.exit_json(changed=False, problems=problems, plan=plan, verify_problems=verify, family=platform.family, repository=request.repository,
                      offers=[[name, version] for name, version in offers if managed.match(name)],

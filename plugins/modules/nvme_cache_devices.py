@@ -31,6 +31,8 @@ description:
     O(mount_options), and mounts it. A device that carries anything else than the cache's XFS is left untouched.
   - In check mode (and with O(state=planned)) nothing is changed; RV(actions) and RV(commands) say what the run
     would do, and the diff shows the fstab and mdadm.conf lines.
+  - With O(verify=true) (and O(state=planned)) the module also judges, in the same task, the cache it read, and fails with
+    one sentence when it is not what O(state=present) builds.
 author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
@@ -129,6 +131,16 @@ options:
         its name at boot. Regenerating the initramfs after a change is left to the caller (see RV(array_recorded)).
       - Defaults to C(/etc/mdadm/mdadm.conf) where C(/etc/mdadm) exists (Debian, Ubuntu), else C(/etc/mdadm.conf).
     type: path
+  verify:
+    description:
+      - With O(state=planned), judge the cache read from the node and fail with one sentence when the disks do not carry
+        the cache in the planned shape, it is not mounted at O(mount_point), it is not XFS labelled O(label), or
+        C(/etc/fstab) has not exactly one line for O(mount_point), by that filesystem's UUID with O(mount_options).
+      - In check mode only a cache that is already adopted and mounted is judged; one that the run would build or
+        mount is not.
+      - Not with O(state=present).
+    type: bool
+    default: false
 notes:
   - O(state=present) runs C(wipefs), C(mdadm), C(mkfs.xfs) (xfsprogs) and C(mount); a RAID0 needs the kernel's md
     driver, which is checked (C(/proc/mdstat), C(modprobe --dry-run raid0)) before any disk is touched.
@@ -175,6 +187,14 @@ EXAMPLES = r"""
 - name: Show the plan
   ansible.builtin.debug:
     msg: "{{ cache_disks.plan.layout }} over {{ cache_disks.plan.devices | join(', ') }} ({{ cache_disks.plan.action }})"
+
+- name: Read the cache from its disks, and check that it is mounted, as the cache's XFS, by UUID in fstab
+  onprem.gpu.nvme_cache_devices:
+    devices: [/dev/disk/by-id/nvme-eui.0025388b91b0a5c2]
+    mount_point: /raid
+    mount_options: [noatime, nofail, x-systemd.device-timeout=30s]
+    host: "{{ inventory_hostname }}"
+    verify: true
 """
 
 RETURN = r"""
@@ -251,6 +271,7 @@ cache:
   description:
     - The cache's device and filesystem as the node has them; after O(state=present), as they are once applied (in
       check mode, as they would be). With O(state=planned), read only for a cache to adopt, else empty.
+    - What O(verify) judges.
   returned: always
   type: dict
   sample:
@@ -304,6 +325,15 @@ protected:
     - device: nvme4n1
       path: /dev/nvme4n1
       reason: it holds / through vg0-root on md0 on nvme4n1p2
+problems:
+  description: What O(verify) found wrong with the cache, one sentence; the module failed on it.
+  returned: failed, when O(verify) found the cache is not what the role builds
+  type: list
+  elements: str
+  sample:
+    - >-
+      gpu-node-01: the cache is not what the role builds (Adopting the NVMe cache on gpu-node-01: XFS on /dev/nvme0n1, 3.5 TiB;
+      mounted at /raid: False; {...}).
 """
 
 import errno
@@ -314,7 +344,14 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.onprem.gpu.plugins.module_utils._cache_apply import ApplyError, Settings, apply, inspect, settings_problems
+from ansible_collections.onprem.gpu.plugins.module_utils._cache_apply import (
+    ApplyError,
+    Settings,
+    apply,
+    inspect,
+    settings_problems,
+    verification_problems,
+)
 from ansible_collections.onprem.gpu.plugins.module_utils._blockdev import (
     MD_MEMBER_TYPE,
     BlockdevError,
@@ -548,12 +585,15 @@ def main():
             chunk_kib=dict(type="int", default=512),
             mount_options=dict(type="list", elements="str", default=["noatime", "nofail", "x-systemd.device-timeout=30s"]),
             mdadm_conf=dict(type="path"),
+            verify=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
     request = build_request(module)
     settings = build_settings(module, request)
     applying = module.params["state"] == "present"
+    if applying and module.params["verify"]:
+        module.fail_json(msg="verify judges the cache as the node has it, with state=planned; state=present reports what it changed.")
     problems = settings_problems(settings) if applying else []
     if problems:
         module.fail_json(msg=f"Refusing to build the NVMe cache on {request.host}: " + " ".join(problems))
@@ -599,6 +639,11 @@ def main():
             result["cache"] = inspect(plan, settings, applier)
     except ApplyError as error:
         module.fail_json(msg=str(error), **error.details, **result)
+    if module.params["verify"]:
+        # Judged here, not by an assert after the task: a no-op run pays for one task.
+        problems = verification_problems(plan, result["cache"], settings, summary(request, plan), check_mode=module.check_mode)
+        if problems:
+            module.fail_json(msg=" ".join(problems), problems=problems, **result)
     module.exit_json(msg=summary(request, plan), **result)
 
 

@@ -19,6 +19,8 @@ description:
   - Optionally reads the QoS state of RoCE netdevs with C(mlnx_qos) (DOCA) or iproute2's C(dcb) (inbox drivers), the
     firmware settings of NICs with C(mlxconfig), and which kernel drivers carry given interfaces.
   - A host without any RDMA device is not an error; RV(ansible_facts.rdma_ports) is then empty.
+  - With O(check=rails) it also judges the ports it read as the rdma role does before its first change, and fails with one
+    sentence per problem.
 author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
@@ -94,6 +96,24 @@ options:
     type: list
     elements: str
     default: []
+  check:
+    description:
+      - Judge what was read as the rdma role does, in this same task, and fail with one sentence per problem (joined by a
+        blank). V(rails) resolves the rails of O(settings) through the ports read and judges them as the
+        C(onprem.gpu.rdma_rail_problems) filter does, for C(onprem.gpu.rdma_rails) of the same ports; a rail the RDMA driver
+        does not list, and a rail that carries the Ansible connection without C(allow_management_change), are problems.
+        Needs O(settings).
+      - Empty judges nothing.
+    type: str
+    choices: ["", rails]
+    default: ""
+  settings:
+    description:
+      - The role's settings that O(check) judges against, as the rdma role's C(__rdma_settings); V(rails) uses C(rails),
+        C(address_first), C(address_index), C(mtu), C(route_table_base), C(route_rule_priority_base) (how the rails are
+        resolved), C(host) (for the sentences), C(management) (the interfaces that carry the Ansible connection) and
+        C(allow_management_change).
+    type: dict
 notes:
   - Every command runs with C(LC_ALL=C).
   - NCCL_IB_GID_INDEX is one number for all HCAs, so RV(ansible_facts.rdma_gid_index) is set only when every RoCE
@@ -112,6 +132,22 @@ EXAMPLES = r"""
     that: >-
       ansible_facts['rdma_ports'] | selectattr('link_layer', 'eq', 'Ethernet') | selectattr('state', 'eq', 'ACTIVE')
       | selectattr('roce_v2_ipv4_gid', 'none') | list | length == 0
+
+- name: Read the ports and check that every rail is found and none carries the Ansible connection
+  onprem.gpu.rdma_facts:
+    check: rails
+    settings:
+      host: "{{ inventory_hostname }}"
+      rails:
+        - {name: rail0, pci: "0000:1a:00.0", subnet: 10.99.0.0/24}
+        - {name: rail1, interface: ens2np0, subnet: 10.99.1.0/24}
+      address_first: 10
+      address_index: 0
+      mtu: 9000
+      route_table_base: 100
+      route_rule_priority_base: 1000
+      management: [eth0]
+      allow_management_change: false
 
 - name: Read the next-boot firmware settings of a NIC
   onprem.gpu.rdma_facts:
@@ -216,6 +252,12 @@ ansible_facts:
         - Values are the numbers mlxconfig takes, so V(True(1\)) is V(1).
       returned: always
       type: dict
+problems:
+  description: The problems O(check) found; the module failed on them.
+  returned: failed, when O(check) found problems
+  type: list
+  elements: str
+  sample: ["gpu-node-01 has no RDMA port for rail rail0 (rdma_rails): the RDMA driver lists none at all."]
 """
 
 import re
@@ -237,6 +279,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._rdma import (
     parse_show_gids,
     read_sysfs,
 )
+from ansible_collections.onprem.gpu.plugins.module_utils._rdma_rails import found_rail_problems
 
 
 PCI = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
@@ -335,7 +378,10 @@ def main():
             firmware_devices=dict(type="list", elements="str", default=[]),
             firmware_params=dict(type="list", elements="str", default=[]),
             driver_interfaces=dict(type="list", elements="str", default=[]),
+            check=dict(type="str", choices=["", "rails"], default=""),
+            settings=dict(type="dict"),
         ),
+        required_if=[("check", "rails", ["settings"])],
         supports_check_mode=True,
     )
     ports, sources = read_ports(module)
@@ -347,6 +393,10 @@ def main():
         for pci in devices:
             firmware[pci] = run_parsed(module, [mlxconfig, "-d", pci, "-e", "query"] + module.params["firmware_params"],
                                        parse_mlxconfig_query)
+    # Judged here, not by an assert after the task: a no-op run pays for one task.
+    problems = found_rail_problems(module.params["settings"], ports) if module.params["check"] == "rails" else []
+    if problems:
+        module.fail_json(msg=" ".join(problems), problems=problems)
     module.exit_json(
         changed=False,
         ansible_facts=dict(

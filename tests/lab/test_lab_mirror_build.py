@@ -89,3 +89,10 @@ def test_apt_reads_the_flat_repository_through_the_package_source_and_the_rdma_d
     assert defaults["rdma_doca_repo_suites"].endswith("else ['./'] }}") and defaults["rdma_doca_repo_components"].endswith("else [] }}")
     repository = {"name": "doca", "url": "file://%s/doca/3.2.0/debian12/x86_64/" % repo, "suites": ["./"], "components": []}
     assert "Candidate: 3.2.0-125000" in apt_policy(repo, tmp_path, repository, "doca-roce")
+
+
+def test_the_kubelet_stand_in_ships_the_static_pods_directory_as_the_real_package_does(repo):
+    # kubeadm writes its configuration under /etc/kubernetes, which the kubelet package creates (kube_control_plane relies on it).
+    deb = next((repo / "pool").rglob("kubelet_1.35.4-1.1_all.deb"))
+    listing = subprocess.run(["dpkg-deb", "--contents", str(deb)], capture_output=True, text=True, check=True).stdout
+    assert any(line.startswith("drwxr-xr-x") and line.endswith("./etc/kubernetes/manifests/") for line in listing.splitlines()), listing

@@ -13,6 +13,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._cache_apply import (
     apply,
     inspect,
     settings_problems,
+    verification_problems,
     with_block,
     with_fstab_line,
 )
@@ -271,6 +272,63 @@ def test_inspect_reads_the_cache_and_its_fstab_lines():
         "mounted": True,
         "fstab": [f"UUID={UUID} /raid xfs {OPTIONS} 0 0"],
     }
+
+
+SUMMARY = "Adopting the NVMe cache on dc1-gpu1: XFS on /dev/nvme1n1, 1.0 GiB."
+
+
+def cache(**changes):
+    found = {
+        "device": "/dev/nvme1n1",
+        "exists": True,
+        "fstype": "xfs",
+        "label": "nvme_cache",
+        "uuid": UUID,
+        "mounted": True,
+        "fstab": [f"UUID={UUID} /raid xfs {OPTIONS} 0 0"],
+    }
+    return found | changes
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check-mode"])
+def test_the_mounted_cache_with_its_fstab_line_passes_the_verification(check_mode):
+    assert verification_problems(plan(action="adopt", mounted=True), cache(), SETTINGS, SUMMARY, check_mode=check_mode) == []
+
+
+@pytest.mark.parametrize(
+    "adopted, found",
+    [
+        (plan(action="adopt", mounted=False), cache(mounted=False)),
+        (plan(action="create", mounted=False), {}),
+        (plan(action="adopt", mounted=True), cache(label="scratch")),
+        (plan(action="adopt", mounted=True), cache(fstype="ext4")),
+        (plan(action="adopt", mounted=True), cache(fstab=[])),
+        (plan(action="adopt", mounted=True), cache(fstab=[f"UUID={UUID} /raid xfs noatime,nofail 0 0"])),
+        (plan(action="adopt", mounted=True), cache(fstab=[f"UUID={UUID} /raid xfs {OPTIONS} 0 0", f"/dev/nvme1n1 /raid xfs {OPTIONS} 0 0"])),
+    ],
+    ids=["not-mounted", "not-built", "other-label", "not-xfs", "no-fstab-line", "other-options", "two-fstab-lines"],
+)
+def test_a_cache_that_is_not_what_the_role_builds_fails_the_verification_with_one_sentence(adopted, found):
+    # The sentence of the assert it replaces in roles/nvme_cache/tasks/verify.yml, word for word.
+    assert verification_problems(adopted, found, SETTINGS, SUMMARY) == [
+        f"dc1-gpu1: the cache is not what the role builds ({SUMMARY}; mounted at /raid: {adopted['mounted']}; {found})."
+    ]
+
+
+@pytest.mark.parametrize(
+    "adopted, found",
+    [(plan(action="adopt", mounted=False), cache(mounted=False)), (plan(action="create", mounted=False), {})],
+    ids=["to-mount", "to-build"],
+)
+def test_check_mode_verifies_only_a_cache_already_adopted_and_mounted(adopted, found):
+    assert verification_problems(adopted, found, SETTINGS, SUMMARY, check_mode=True) == []
+    assert verification_problems(plan(action="adopt", mounted=True), cache(label="scratch"), SETTINGS, SUMMARY, check_mode=True) != []
+
+
+def test_the_verification_compares_the_fstab_line_with_the_settings_options():
+    settings = Settings(host="dc1-gpu1", mount_options=("noatime", "nofail"))
+    found = cache(fstab=[f"UUID={UUID} /raid xfs noatime,nofail 0 0"])
+    assert verification_problems(plan(action="adopt", mounted=True), found, settings, SUMMARY) == []
 
 
 @pytest.mark.parametrize(

@@ -201,6 +201,32 @@ def test_verify_includes_cdi_with_the_way_to_refresh_it():
     assert len(problems) == 1 and problems[0].endswith("; refresh them with `systemctl restart nvidia-cdi-refresh.service`")
 
 
+def read_back(dump, dump_error=""):
+    """What container_runtime_facts reads: the dump as text, unparsed."""
+    return {"containerd": {"dump": dump, "dump_error": dump_error, "rc": 0, "error": ""},
+            "packages": {name: {"installed": "1.18.0-1"} for name in TOOLKIT}, "holds": TOOLKIT}
+
+
+@pytest.mark.parametrize("dump", ["config_dump__containerd_1.7_v2.toml", "config_dump__containerd_2.1_v3.toml"])
+def test_running_problems_parse_the_dump_then_verify(dump):
+    state = read_back(fixture(dump))
+    assert runtime.running_problems(state, SETTINGS) == [] and "config" not in state["containerd"]
+    # The judgement the module's action makes for check=verify is the same, without a plan.
+    assert runtime.judgement("verify", state, SETTINGS) == ([], None)
+    unheld = dict(state, holds=TOOLKIT[1:])
+    assert runtime.judgement("verify", unheld, SETTINGS) == (["gpu1: not held: nvidia-container-toolkit"], None)
+
+
+def test_running_problems_of_a_dump_that_fails_or_is_no_toml():
+    see = "see `containerd config dump` and `journalctl -u containerd`"
+    failing = runtime.running_problems(read_back("", "failed to load TOML: near line 3"), dict(SETTINGS, nvidia=False))
+    # An empty dump parses to nothing: runc is not found either.
+    assert failing == ["`containerd config dump` fails on gpu1: failed to load TOML: near line 3",
+                       f"containerd on gpu1 does not run runc with SystemdCgroup = true; {see}"]
+    garbled = runtime.running_problems(read_back("version = ["), dict(SETTINGS, nvidia=False))
+    assert garbled[0].startswith("containerd on gpu1 prints a configuration that is no TOML (") and len(garbled) == 2
+
+
 # ---------------------------------------------------------------- preflight
 
 

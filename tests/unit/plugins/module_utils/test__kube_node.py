@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
     input_problems,
+    judgement,
     kubelet_label_refused,
     mirror_problems,
     node_problems,
@@ -16,6 +17,7 @@ from ansible_collections.onprem.gpu.plugins.module_utils._kube_node import (
     parse_systemctl_show,
     pause_image,
     preflight_problems,
+    repository_files,
     version_change_problems,
 )
 
@@ -264,3 +266,47 @@ def test_a_node_that_is_not_a_member_gets_the_version_and_the_upgrade_may_move_i
     assert version_change_problems("n", node_at("1.36.2"), {**WANTED, "upgrade": True}) == []
     # Versions that are not major.minor.patch are left to the other checks.
     assert version_change_problems("n", node_at("1.36.2"), {**WANTED, "version": "latest"}) == []
+
+
+def test_the_repository_files_are_package_sources_with_the_key_read():
+    repository = {"name": "kubernetes", "url": "http://mirror/", "suites": ["/"], "components": [], "key_url": "http://mirror/Release.key"}
+    files = repository_files(repository, "-----BEGIN PGP PUBLIC KEY BLOCK-----\n...")
+    source = ("# Managed by onprem.gpu: local changes are overwritten.\nTypes: deb\nURIs: http://mirror/\nSuites: /\n"
+              "Signed-By: /etc/apt/keyrings/kubernetes.asc\n")
+    assert files == {"/etc/apt/keyrings/kubernetes.asc": "-----BEGIN PGP PUBLIC KEY BLOCK-----\n...", "/etc/apt/sources.list.d/kubernetes.sources": source}
+    # No key read (another platform, whose refusal comes first): a binary keyring that no node has.
+    assert "/etc/apt/keyrings/kubernetes.gpg" in repository_files(repository, "")
+
+
+def test_the_preflight_judgement_stops_at_the_preflights_problems():
+    node = settled_node()
+    node["os_release"] = {"ID": "rocky", "PRETTY_NAME": "Rocky Linux 9.4"}
+    for check in ("preflight", "preflight_and_verify"):
+        problems, work = judgement(check, "gpu1", {**GOOD, "pools": ["training_pool", "inference_pool"]}, node, WANTED)
+        assert work is None and problems == preflight_problems("gpu1", {**GOOD, "pools": ["training_pool", "inference_pool"]}, node, WANTED)
+        assert len(problems) == 1 and problems[0].startswith("gpu1 is in the groups")
+    problems, work = judgement("preflight", "gpu1", GOOD, node, WANTED)
+    assert work is None and problems[0].startswith("gpu1 runs Rocky Linux 9.4")
+
+
+def test_a_node_that_lacks_nothing_is_verified_by_the_reading_itself():
+    node = settled_node()
+    assert judgement("preflight_and_verify", "gpu1", GOOD, node, WANTED) == ([], {"install": [], "configure": []})
+    # A package upgraded without kubelet restarted: nothing for the role to change, so the reading is the verification.
+    node["kubelet_version"] = "Kubernetes v1.35.3"
+    assert judgement("preflight_and_verify", "gpu1", GOOD, node, WANTED) == (
+        ["gpu1: not at v1.35.4: kubelet (the binary)."], {"install": [], "configure": []})
+    assert judgement("preflight_and_verify", "gpu1", GOOD, node, {**WANTED, "required_mounts": ["/cache"]})[0] == [
+        "gpu1: not at v1.35.4: kubelet (the binary); kubelet does not wait for /cache (RequiresMountsFor is \"/raid /var/lib/kubelet\"); "
+        "run the nvme_cache role, which writes the drop-in."]
+    # The preflight alone does not verify.
+    assert judgement("preflight", "gpu1", GOOD, node, WANTED) == ([], {"install": [], "configure": []})
+
+
+def test_a_node_with_work_is_verified_after_the_changes_not_before():
+    node = settled_node()
+    node["swap_areas"] = 1
+    problems, work = judgement("preflight_and_verify", "gpu1", GOOD, node, WANTED)
+    assert problems == [] and work == {"install": [], "configure": ["turn swap off"]}
+    # What the verification would say of it now, which the role asks only of the node read again after the changes.
+    assert node_problems("gpu1", node, WANTED) == ["gpu1: swap is on (/proc/swaps lists areas); run swapoff -a."]

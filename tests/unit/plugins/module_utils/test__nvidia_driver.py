@@ -270,6 +270,41 @@ def test_verify_problems_name_each_fault():
     ]
 
 
+H100 = "NVIDIA H100 80GB HBM3"
+SHOWN = [dict(gpu, name=H100) for gpu in GPUS]
+FALLEN_OFF = "check for a GPU fallen off the bus (nvidia-smi -L, dmesg) or fix the inventory"
+
+
+@pytest.mark.parametrize("count, model", [(8, H100), (8, ""), (0, H100), (0, "")], ids=["both", "count", "model", "neither"])
+def test_gpus_that_match_the_inventory_verify(count, model):
+    assert driver.verify_problems(DEBIAN, request(expected_gpu_count=count, expected_gpu_model=model), converged(gpus=SHOWN)) == []
+
+
+def test_gpus_that_do_not_match_the_inventory_are_a_verify_problem():
+    # site.yml's sentence, with the host named by the role's failure message ("<host> does not hold driver ...: <problems>").
+    seven = converged(gpus=SHOWN[:7])
+    assert driver.verify_problems(DEBIAN, request(expected_gpu_count=8, expected_gpu_model=H100), seven) == [
+        f"it shows 7 GPU(s) ({H100}) where the inventory declares 8 x {H100}: {FALLEN_OFF}"]
+    assert driver.verify_problems(DEBIAN, request(expected_gpu_count=8), seven) == [
+        f"it shows 7 GPU(s) ({H100}) where the inventory declares 8 GPU(s): {FALLEN_OFF}"]
+    mixed = converged(gpus=SHOWN[:4] + [dict(gpu, name="NVIDIA A100-SXM4-80GB") for gpu in GPUS[4:]])
+    assert driver.verify_problems(DEBIAN, request(expected_gpu_count=8, expected_gpu_model=H100), mixed) == [
+        f"it shows 8 GPU(s) ({H100}, NVIDIA A100-SXM4-80GB) where the inventory declares 8 x {H100}: {FALLEN_OFF}"]
+    assert driver.verify_problems(DEBIAN, request(expected_gpu_model="NVIDIA L40S"), converged(gpus=SHOWN)) == [
+        f"it shows 8 GPU(s) ({H100}) where the inventory declares NVIDIA L40S: {FALLEN_OFF}"]
+
+
+def test_gpus_are_not_judged_while_the_driver_does_not_answer():
+    req = request(expected_gpu_count=8, expected_gpu_model=H100)
+    stopped = converged(driver_loaded=False, driver_version=None, gpus=[])
+    assert driver.inventory_gpu_problems(req, stopped) == []
+    assert not any(FALLEN_OFF in problem for problem in driver.verify_problems(DEBIAN, req, stopped))
+    # While a reboot is pending the old driver still answers: what it shows is judged with the packages.
+    old = converged(marker="the kernel runs driver 570.172.08, which cannot be replaced under its clients\n", driver_version="570.172.08",
+                    gpus=SHOWN[:7])
+    assert driver.verify_problems(DEBIAN, req, old) == [f"it shows 7 GPU(s) ({H100}) where the inventory declares 8 x {H100}: {FALLEN_OFF}"]
+
+
 def test_offer_problems():
     node = converged(installed={}, offers=[("nvidia-driver-cuda", "580.65.06-1"), ("nvidia-driver-cuda", "570.172.08-1")])
     problems = driver.offer_problems(DEBIAN, request(branch="575", version="575.64.05", kernel_headers=["linux-headers-0.0.0-lab-missing"]), node)

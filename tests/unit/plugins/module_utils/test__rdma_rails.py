@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.onprem.gpu.plugins.module_utils._rdma_rails import (
     firmware_changes,
+    found_rail_problems,
     management_interfaces,
     nccl_settings,
     openibd_action,
@@ -154,6 +155,17 @@ def test_rail_problems_name_the_missing_rails_and_what_the_driver_lists():
         "ens1np0 carries the Ansible connection to gpu2; reconfiguring it can cut this run off the host. Keep management off the RDMA "
         "rails, or set rdma_allow_management_change: true."]
     assert rail_problems(rails, PORTS, "gpu2", ["ens1np0"], True) == []
+
+
+@pytest.mark.parametrize("changes, ports", [({}, PORTS), ({}, PORTS[1:]), ({}, []), ({"management": ["ens1np0"]}, PORTS),
+                                             ({"management": ["ens1np0"], "allow_management_change": True}, PORTS)],
+                         ids=["found", "one-missing", "none-listed", "rail-carries-the-connection", "with-consent"])
+def test_found_rail_problems_are_those_of_the_filter_on_the_rails_resolved_through_the_same_ports(changes, ports):
+    # What rdma_facts judges (check=rails) is what the role's assert judged: rdma_rail_problems of rdma_rails.
+    given = settings(**changes)
+    assert found_rail_problems(given, ports) == rail_problems(resolve_rails(given, ports), ports, "gpu2", given["management"],
+                                                              given["allow_management_change"])
+    assert (found_rail_problems(given, ports) == []) == (ports == PORTS and not (changes.get("management") and not changes.get("allow_management_change")))
 
 
 VERIFY = {"host": "gpu2", "ethernet": True, "addressed": True, "link_layer_name": "Ethernet", "expected_active_mtu": 4096,

@@ -165,3 +165,13 @@ def test_a_failed_check_fails_the_task_with_the_role_sentence(capsys):
 def test_a_check_without_settings_is_refused(capsys):
     result, calls = run_module({"check": "preflight"}, {}, capsys)
     assert result["failed"] and "settings" in result["msg"] and calls == []
+
+
+def test_verify_is_read_on_the_node_and_left_to_the_action_to_judge(capsys):
+    # The node's Python may lack tomllib: the dump comes back as text, judged by the action plugin on the controller.
+    answers = {("containerd", "config", "dump"): (0, "version = [\n", ""), ("ctr",): (1, "", "connection refused\n")}
+    result, calls = run_module({"containerd": True, "check": "verify", "settings": SETTINGS}, answers, capsys)
+    assert not result.get("failed") and "problems" not in result and "plan" not in result
+    assert result["container_runtime"]["containerd"]["dump"] == "version = [\n" and len(calls) == 2
+    result, calls = run_module({"containerd": True, "check": "verify"}, {}, capsys)
+    assert result["failed"] and "settings" in result["msg"] and calls == []

@@ -261,3 +261,45 @@ def test_state_present_refusals_are_the_planning_ones(capsys):
     assert result["msg"].startswith("Refusing to build the NVMe cache on dc1-gpu1: /dev/nvme1n1 (loop1) holds an ext4 filesystem")
     assert result["commands"] == []
     assert all(Path(argv[0]).name not in ("mkfs.xfs", "mount") and argv[1:2] != ["--all"] for argv in node.calls)
+
+
+CACHE_LINE = "UUID=3887f75d-c7e8-4673-818c-0efaa97dc2ab /raid xfs noatime,nofail,x-systemd.device-timeout=30s 0 0"
+VERIFY = {"devices": ["/dev/nvme0n1"], "allow_loop": True, "host": "dc1-gpu1", "verify": True}
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check-mode"])
+def test_verify_passes_the_mounted_cache_with_its_fstab_line(check_mode, capsys):
+    node = FakeNode({"/dev/nvme0n1": "xfs_nvme_cache_label"})
+    files = {"/etc/fstab": "LABEL=boot /boot ext4 defaults 0 2\n" + CACHE_LINE + "\n"}
+    result = run_module(dict(VERIFY, _ansible_check_mode=check_mode), node, capsys, mountinfo=MOUNTINFO_RAID, busy={"/dev/nvme0n1"}, files=files)
+    assert "failed" not in result and "problems" not in result
+    assert result["msg"] == "Adopting the NVMe cache on dc1-gpu1: XFS on /dev/nvme0n1, 1.0 GiB."
+    assert result["cache"]["fstab"] == [CACHE_LINE]
+
+
+def test_verify_fails_with_one_sentence_on_a_cache_without_its_fstab_line(capsys):
+    node = FakeNode({"/dev/nvme0n1": "xfs_nvme_cache_label"})
+    result = run_module(VERIFY, node, capsys, mountinfo=MOUNTINFO_RAID, busy={"/dev/nvme0n1"}, files={"/etc/fstab": ""})
+    assert result["failed"] is True
+    assert result["msg"].startswith(
+        "dc1-gpu1: the cache is not what the role builds (Adopting the NVMe cache on dc1-gpu1: XFS on /dev/nvme0n1, 1.0 GiB.; mounted at /raid: True; {"
+    )
+    assert result["problems"] == [result["msg"]]
+    assert result["cache"]["fstab"] == []
+
+
+def test_verify_fails_on_a_cache_that_is_not_built_and_check_mode_does_not_judge_it(capsys):
+    node = FakeNode({"/dev/nvme1n1": "blank"})
+    args = dict(VERIFY, devices=["/dev/nvme1n1"])
+    result = run_module(args, node, capsys)
+    assert result["msg"] == (
+        "dc1-gpu1: the cache is not what the role builds (Building the NVMe cache on dc1-gpu1: XFS on /dev/nvme1n1, 1.0 GiB.; mounted at /raid: False; {})."
+    )
+    assert "failed" not in run_module(dict(args, _ansible_check_mode=True), FakeNode({"/dev/nvme1n1": "blank"}), capsys)
+
+
+def test_verify_is_refused_with_state_present_before_reading_anything(capsys):
+    node = FakeNode({})
+    result = run_module(dict(VERIFY, state="present"), node, capsys)
+    assert result["failed"] is True and result["msg"].startswith("verify judges the cache as the node has it, with state=planned")
+    assert node.calls == []

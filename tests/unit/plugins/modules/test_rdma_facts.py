@@ -131,3 +131,45 @@ def test_firmware_of_a_rail_given_by_netdev_and_drivers_of_interfaces(tmp_path, 
                                 "firmware_params": ["SRIOV_EN", "NUM_OF_VFS"]}, tools, outputs, capsys)
     assert list(result["ansible_facts"]["rdma_firmware"]) == ["0000:1a:00.0"]
     assert result["ansible_facts"]["rdma_interface_drivers"] == {"eth0": []}
+
+
+RAIL_SETTINGS = {"host": "gpu2", "rails": [{"name": "rail0", "pci": "0000:1a:00.0", "subnet": "10.99.0.0/24"},
+                                          {"name": "rail1", "interface": "ens2np0", "subnet": "10.99.1.0/24"}],
+                 "address_first": 10, "address_index": 1, "mtu": 9000, "route_table_base": 100, "route_rule_priority_base": 1000,
+                 "management": ["eth0"], "allow_management_change": False}
+TWO_PORTS = IBDEV2NETDEV + "0000:2a:00.0 mlx5_1 (MT4129 - NA) fw 28.43.3608 port 1 (ACTIVE) ==> ens2np0 (Up)\n"
+
+
+def run_rail_check(tmp_path, capsys, listed, **changes):
+    tools = {"ibdev2netdev": "/usr/sbin/ibdev2netdev"}
+    outputs = {("/usr/sbin/ibdev2netdev", "-v"): (0, listed, "")}
+    return run_module({"sysfs_root": str(tmp_path), "check": "rails", "settings": dict(RAIL_SETTINGS, **changes)}, tools, outputs, capsys)[0]
+
+
+def test_the_rail_check_passes_when_every_rail_is_found_and_none_carries_the_connection(tmp_path, capsys):
+    result = run_rail_check(tmp_path, capsys, TWO_PORTS)
+    assert "failed" not in result
+    assert [port["netdev"] for port in result["ansible_facts"]["rdma_ports"]] == ["ens1np0", "ens2np0"]
+
+
+def test_the_rail_check_fails_with_the_sentence_of_a_rail_the_driver_does_not_list(tmp_path, capsys):
+    result = run_rail_check(tmp_path, capsys, IBDEV2NETDEV)
+    assert result["failed"] is True
+    assert result["msg"] == "gpu2 has no RDMA port for rail rail1 (rdma_rails): it lists mlx5_0 ens1np0 0000:1a:00.0."
+    assert result["problems"] == [result["msg"]]
+
+
+def test_the_rail_check_joins_its_sentences_and_honours_the_consent(tmp_path, capsys):
+    result = run_rail_check(tmp_path, capsys, IBDEV2NETDEV, management=["ens1np0"])
+    assert result["msg"] == (
+        "gpu2 has no RDMA port for rail rail1 (rdma_rails): it lists mlx5_0 ens1np0 0000:1a:00.0. ens1np0 carries the Ansible connection "
+        "to gpu2; reconfiguring it can cut this run off the host. Keep management off the RDMA rails, or set rdma_allow_management_change: true.")
+    assert "failed" not in run_rail_check(tmp_path, capsys, TWO_PORTS, management=["ens1np0"], allow_management_change=True)
+
+
+def test_without_check_nothing_is_judged_and_the_rail_check_needs_the_settings(tmp_path, capsys):
+    tools = {"ibdev2netdev": "/usr/sbin/ibdev2netdev"}
+    outputs = {("/usr/sbin/ibdev2netdev", "-v"): (0, IBDEV2NETDEV, "")}
+    assert "failed" not in run_module({"sysfs_root": str(tmp_path), "settings": RAIL_SETTINGS}, tools, outputs, capsys)[0]
+    result = run_module({"sysfs_root": str(tmp_path), "check": "rails"}, tools, outputs, capsys)[0]
+    assert result["failed"] is True and "settings" in result["msg"]
