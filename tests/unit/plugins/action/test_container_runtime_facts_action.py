@@ -23,12 +23,12 @@ SETTINGS = dict(
 GPUS = {"driver_loaded": True, "driver_version": "580.65.06", "gpus": [{"index": 0, "mig_mode_current": "Disabled", "mig_devices": []}]}
 
 
-def read(devices, holds=TOOLKIT):
+def read(devices, holds=tuple(TOOLKIT)):
     """What the module returns for the role's verification: the dump as text, unjudged."""
     dump = (FIXTURES / "config_dump__containerd_1.7_v2.toml").read_text()
     return {"containerd": {"dump": dump, "dump_error": "", "rc": 0, "error": ""},
             "packages": {name: {"installed": "1.18.0-1", "candidate": "1.18.0-1", "offered": ["1.18.0-1"]} for name in TOOLKIT},
-            "holds": holds, "gpus": GPUS,
+            "holds": list(holds), "gpus": GPUS,
             "cdi": {"devices": devices, "spec_file": "/var/run/cdi/nvidia.yaml", "spec_driver_version": "580.65.06"}}
 
 

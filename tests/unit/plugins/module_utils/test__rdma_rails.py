@@ -158,7 +158,7 @@ def test_rail_problems_name_the_missing_rails_and_what_the_driver_lists():
 
 
 @pytest.mark.parametrize("changes, ports", [({}, PORTS), ({}, PORTS[1:]), ({}, []), ({"management": ["ens1np0"]}, PORTS),
-                                             ({"management": ["ens1np0"], "allow_management_change": True}, PORTS)],
+                                            ({"management": ["ens1np0"], "allow_management_change": True}, PORTS)],
                          ids=["found", "one-missing", "none-listed", "rail-carries-the-connection", "with-consent"])
 def test_found_rail_problems_are_those_of_the_filter_on_the_rails_resolved_through_the_same_ports(changes, ports):
     # What rdma_facts judges (check=rails) is what the role's assert judged: rdma_rail_problems of rdma_rails.

@@ -134,7 +134,7 @@ def test_firmware_of_a_rail_given_by_netdev_and_drivers_of_interfaces(tmp_path, 
 
 
 RAIL_SETTINGS = {"host": "gpu2", "rails": [{"name": "rail0", "pci": "0000:1a:00.0", "subnet": "10.99.0.0/24"},
-                                          {"name": "rail1", "interface": "ens2np0", "subnet": "10.99.1.0/24"}],
+                                           {"name": "rail1", "interface": "ens2np0", "subnet": "10.99.1.0/24"}],
                  "address_first": 10, "address_index": 1, "mtu": 9000, "route_table_base": 100, "route_rule_priority_base": 1000,
                  "management": ["eth0"], "allow_management_change": False}
 TWO_PORTS = IBDEV2NETDEV + "0000:2a:00.0 mlx5_1 (MT4129 - NA) fw 28.43.3608 port 1 (ACTIVE) ==> ens2np0 (Up)\n"
