@@ -19,19 +19,8 @@ author:
   - onprem.gpu maintainers (@onprem-gpu)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.flow
+  - onprem.gpu.read_only
 attributes:
-  action:
-    support: none
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
-  check_mode:
-    support: full
-    details: The module only reads; it runs the same way in check mode.
-  diff_mode:
-    support: none
   platform:
     platforms: posix
 options:
